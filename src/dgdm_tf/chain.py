@@ -1,0 +1,212 @@
+"""Gibbs driver for layer-wise pretraining: burn-in, pruning, collection, checkpoints.
+
+Kernels live in :mod:`dgdm_tf.pretrain`; this module only schedules them. The chain is
+restartable: every ``checkpoint_every`` sweeps its whole state (including the stateless
+seed it carries), the collection sums and the trace are written atomically to
+``checkpoint_dir``; a rerun with the same arguments resumes from the newest checkpoint
+and ends bit-for-bit where an uninterrupted run ends (same machine, same TF build).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf import atomic_io
+from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
+                              init_state, log_likelihood, make_sweep_fn, pad_input, pooled)
+from dgdm_tf.ops import full_conv
+
+TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
+                 "gamma_e_mean", "gamma_w", "seconds"]
+
+
+def check_finite(name: str, arr) -> None:
+    """Stop early, with the variable's name, when a chain produces NaN or Inf."""
+    a = np.asarray(arr)
+    if not np.all(np.isfinite(a)):
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+        raise FloatingPointError(
+            f"{name} has {bad} non-finite value(s): the chain diverged. Check the input "
+            "scale (pixels should be O(1)) and the hyperparameters under `hyper:`.")
+
+
+def _fingerprint(x: np.ndarray, **kwargs) -> str:
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(x).tobytes())
+    h.update(json.dumps(kwargs, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _state_to_numpy(state: PretrainState) -> dict:
+    return {f"state_{k}": np.asarray(v) for k, v in state._asdict().items()}
+
+
+def _state_from_numpy(arrs) -> PretrainState:
+    return PretrainState(**{k: tf.constant(arrs[f"state_{k}"]) for k in PretrainState._fields})
+
+
+def _trace_row(sweep: int, phase: str, state: PretrainState, model: LayerModel, x_norm: float,
+               seconds: float) -> dict:
+    g = model.geom
+    active = float(np.mean(usage(state, model)))
+    return {"sweep": sweep, "phase": phase, "n_dict": g.k,
+            "log_lik": float(log_likelihood(state, model)),
+            "rel_residual": float(np.linalg.norm(np.asarray(state.resid)) / max(x_norm, 1e-30)),
+            "active_frac": active, "gamma_e_mean": float(np.mean(np.asarray(state.gamma_e))),
+            "gamma_w": float(state.gamma_w), "seconds": seconds}
+
+
+def write_trace(path: str | os.PathLike, rows: list[dict]) -> None:
+    lines = ["\t".join(TRACE_COLUMNS)]
+    for r in rows:
+        lines.append("\t".join(f"{r[c]:.6g}" if isinstance(r[c], float) else str(r[c])
+                               for c in TRACE_COLUMNS))
+    atomic_io.write_text(path, "\n".join(lines) + "\n")
+
+
+def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
+    """Drop dictionary elements not in ``keep``; their contribution returns to the residual."""
+    g = model.geom
+    drop = np.setdiff1d(np.arange(g.k), keep)
+    if drop.size == 0:
+        return state, model
+    s_drop = tf.gather(state.s, drop, axis=2)
+    d_drop = tf.gather(state.d, drop, axis=3)
+    back = full_conv(blocks_to_nhwc(s_drop, g.with_k(len(drop))), d_drop)
+    new_geom = g.with_k(int(len(keep)))
+    new_model = LayerModel(new_geom, model.hyper, top=model.top, n_images=model.n)
+    state = state._replace(
+        s=tf.gather(state.s, keep, axis=2), z=tf.gather(state.z, keep, axis=2),
+        d=tf.gather(state.d, keep, axis=3), log_theta=tf.gather(state.log_theta, keep, axis=1),
+        resid=state.resid + pad_input(back, g))
+    return state, new_model
+
+
+def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
+    """Fraction of each map's blocks that are on, averaged over images."""
+    g = model.geom
+    on = np.asarray(active_mask(state, model))  # Gh, Gw, K, N, nch, ncw
+    return on.sum(axis=(0, 1, 3, 4, 5)) / (g.n_valid_blocks() * on.shape[3])
+
+
+def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int, seed: int,
+                       burn_in: int, collect: int, thin: int = 1, prune_min_usage: float = 0.0,
+                       hyper: dict | None = None, checkpoint_dir: str | os.PathLike | None = None,
+                       checkpoint_every: int = 10, trace_path: str | os.PathLike | None = None,
+                       progress: Callable[[str], None] | None = print,
+                       jit_compile: bool = False, stop_after: int | None = None,
+                       dict_init: str = "patches") -> dict:
+    """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
+
+    ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
+    dropped (the paper's inference of K), then ``collect`` samples one every ``thin``
+    sweeps, averaged. A layer with ``pool == 1`` is a top layer with the spike-slab prior.
+    ``stop_after`` ends the run early after that many sweeps in total (used to test
+    resumption); the result is then ``None``.
+
+    Returns {'D', 'kept', 'usage', 'x_next', 'gamma_e', 'gamma_w', 'sweeps', 'seconds'}.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 4:
+        raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
+    check_finite("layer input x", x)
+    if burn_in < 0 or collect < 1 or thin < 1:
+        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    say = progress or (lambda _m: None)
+    hyp = Hyper.from_dict(hyper)
+    n, h, w, c = x.shape
+    geom = LayerGeometry(hx=h, wx=w, c=c, dh=dict_size, dw=dict_size, k=n_dict, p=pool)
+    model = LayerModel(geom, hyp, top=(pool == 1), n_images=n)
+    total = burn_in + collect * thin
+    fp = _fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
+                      burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
+                      hyper=hyp.__dict__)
+    ckdir = Path(checkpoint_dir) if checkpoint_dir else None
+    x_tf = tf.constant(x)
+    x_norm = float(np.linalg.norm(x))
+
+    # ---- start or resume -----------------------------------------------------------
+    done, rows, acc = 0, [], None
+    kept = np.arange(n_dict)
+    state = None
+    ck = ckdir / "checkpoint.npz" if ckdir else None
+    if ck is not None and ck.exists():
+        with np.load(ck, allow_pickle=False) as z:
+            if str(z["fingerprint"]) == fp:
+                done = int(z["sweep"])
+                kept = z["kept"]
+                rows = json.loads(str(z["trace"]))
+                state = _state_from_numpy(z)
+                if "acc_d" in z:
+                    acc = {k[4:]: z[k] for k in z.files if k.startswith("acc_")}
+                say(f"resuming from checkpoint at sweep {done}/{total} ({ck})")
+            else:
+                say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
+    if state is None:
+        state = init_state(x, model, tf.constant([seed, 0x5EED], tf.int32), dict_init=dict_init)
+    else:
+        model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n)
+    sweep_fn = make_sweep_fn(model, jit_compile=jit_compile)
+
+    def save(sweep_idx):
+        if ck is None:
+            return
+        arrs = _state_to_numpy(state)
+        if acc is not None:
+            arrs.update({f"acc_{k}": v for k, v in acc.items()})
+        atomic_io.save_npz(ck, fingerprint=np.array(fp), sweep=np.array(sweep_idx),
+                           kept=np.asarray(kept), trace=np.array(json.dumps(rows)), **arrs)
+
+    t_start = time.time()
+    for t in range(done, total):
+        t0 = time.time()
+        state = sweep_fn(state, x_tf)
+        sec = time.time() - t0
+        phase = "burn-in" if t < burn_in else "collect"
+        check_finite(f"D after sweep {t + 1}", state.d)
+        check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
+        row = _trace_row(t + 1, phase, state, model, x_norm, sec)
+        rows.append(row)
+        if t + 1 == burn_in or (burn_in == 0 and t == 0 and acc is None and prune_min_usage > 0):
+            u = usage(state, model)
+            keep_local = np.flatnonzero(u >= prune_min_usage)
+            if keep_local.size == 0:
+                keep_local = np.array([int(np.argmax(u))])
+            if keep_local.size < model.geom.k:
+                say(f"pruning: keeping {keep_local.size} of {model.geom.k} dictionary elements "
+                    f"(usage >= {prune_min_usage})")
+                state, model = prune_state(state, model, keep_local)
+                kept = np.asarray(kept)[keep_local]
+                sweep_fn = make_sweep_fn(model, jit_compile=jit_compile)
+        if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
+            sample = {"d": np.asarray(state.d), "x_next": np.asarray(pooled(state.s, model.geom)),
+                      "usage": usage(state, model), "gamma_e": np.asarray(state.gamma_e),
+                      "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
+            acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
+        eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)
+        say(f"sweep {t + 1}/{total} ({phase}) K={model.geom.k} "
+            f"rel.resid={row['rel_residual']:.4f} active={row['active_frac']:.3f} "
+            f"gamma_e={row['gamma_e_mean']:.4g} {sec:.2f} s/sweep, ETA {eta:.0f} s")
+        if trace_path:
+            write_trace(trace_path, rows)
+        if (t + 1) % checkpoint_every == 0 or t + 1 == total:
+            save(t + 1)
+        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
+            return None
+    cnt = float(acc["count"])
+    return {"D": (acc["d"] / cnt).astype(np.float32), "kept": np.asarray(kept, dtype=np.int64),
+            "usage": (acc["usage"] / cnt).astype(np.float32),
+            "x_next": (acc["x_next"] / cnt).astype(np.float32),
+            "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
+            "gamma_w": np.float32(acc["gamma_w"] / cnt), "sweeps": total,
+            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}

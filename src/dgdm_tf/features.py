@@ -1,0 +1,79 @@
+"""Top-layer features of images with the dictionaries fixed (Gibbs, samples averaged).
+
+Layer by layer, bottom up: the local variables of each image (z, W, theta, gamma_e) are
+sampled with D and gamma_w held at their pretrained values; the posterior mean of the
+pooled feature maps over the collected sweeps is the next layer's input, as in
+pretraining. The top layer's averaged maps, flattened, are the features (SPEC sec. 1:
+MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
+fold-in of (seed, layer, b), so features do not depend on how many batches ran before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.chain import check_finite
+from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn, pooled
+
+
+def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
+                gamma_e_init: float | None = None,
+                burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
+                layer_index: int = 0, progress: Callable[[str], None] | None = print) -> np.ndarray:
+    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed."""
+    x = np.asarray(x, np.float32)
+    d = np.asarray(d, np.float32)
+    n, h, w, c = x.shape
+    if d.shape[2] != c:
+        raise ValueError(f"dictionary of layer {layer_index + 1} expects {d.shape[2]} input "
+                         f"channels, the input has {c}")
+    hyp = Hyper.from_dict(hyper)
+    say = progress or (lambda _m: None)
+    geom = LayerGeometry(hx=h, wx=w, c=c, dh=d.shape[0], dw=d.shape[1], k=d.shape[3], p=pool)
+    out = np.zeros((n, geom.nbh, geom.nbw, geom.k), np.float32)
+    fns = {}
+    t0 = time.time()
+    for b0 in range(0, n, batch_size):
+        xb = x[b0: b0 + batch_size]
+        nb = len(xb)
+        model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb)
+        if nb not in fns:  # the last, shorter batch gets its own trace
+            fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False)
+        bseed = tf.random.experimental.stateless_fold_in(
+            tf.constant([seed, layer_index], tf.int32), b0 // batch_size)
+        st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
+        st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
+        xt = tf.constant(xb)
+        acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
+        for t in range(burn_in + collect):
+            st = fns[nb](st, xt)
+            if t >= burn_in:
+                acc += np.asarray(pooled(st.s, geom))
+        check_finite(f"layer {layer_index + 1} features", acc)
+        out[b0: b0 + nb] = acc / collect
+        done = b0 + nb
+        say(f"layer {layer_index + 1}: {done}/{n} images, "
+            f"{done / max(time.time() - t0, 1e-9):.1f} images/s")
+    return out
+
+
+def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
+                   seed: int, burn_in: int, collect: int, batch_size: int,
+                   gamma_ws: Sequence[float], hyper: dict | None = None,
+                   progress: Callable[[str], None] | None = print) -> np.ndarray:
+    """(N, F) top-layer features of ``x`` through every layer, samples averaged.
+
+    ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w').
+    """
+    if not len(dictionaries) == len(pools) == len(gamma_ws):
+        raise ValueError("one pooling size and one gamma_w per dictionary are needed")
+    h = np.asarray(x, np.float32)
+    for l, (d, p, gw) in enumerate(zip(dictionaries, pools, gamma_ws)):
+        h = infer_layer(h, d, p, gamma_w=gw, seed=seed, burn_in=burn_in, collect=collect,
+                        batch_size=batch_size, hyper=hyper, layer_index=l, progress=progress)
+    return h.reshape(len(h), -1)

