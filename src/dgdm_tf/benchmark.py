@@ -59,7 +59,8 @@ def _median_seconds(fn, repeats: int) -> float:
 
 def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[dict], *,
                               batch_size: int, sweeps: int, seed: int,
-                              hyper: dict | None = None, update_d: bool = True) -> list[dict]:
+                              hyper: dict | None = None, update_d: bool = True,
+                              jit_compile: bool = False) -> list[dict]:
     """One row per layer: seconds per pretraining sweep vs the floor, at ``batch_size``.
 
     Inputs are random, at each layer's true shape; the sweep's cost does not depend on
@@ -73,7 +74,7 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
         x = rng.random((batch_size, g.hx, g.wx, g.c), dtype=np.float32)
         model = LayerModel(g, hyp, top=(g.p == 1), n_images=batch_size)
         state = init_state(x, model, tf.constant([seed, li], tf.int32))
-        fn = make_sweep_fn(model, update_d=update_d)
+        fn = make_sweep_fn(model, update_d=update_d, jit_compile=jit_compile)
         xt = tf.constant(x)
         holder = {"st": fn(state, xt)}  # warm-up: trace and compile
 
@@ -88,7 +89,7 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
         floor_fn(s, d)
         floor_s = _median_seconds(lambda: floor_fn(s, d), max(sweeps, 3))
         rows.append({
-            "layer": li + 1, "batch_size": batch_size,
+            "layer": li + 1, "batch_size": batch_size, "jit_compile": jit_compile,
             "input_shape": f"{g.hx}x{g.wx}x{g.c}", "dict": f"{g.dh}x{g.dw}x{g.k}", "pool": g.p,
             "sweep_seconds": sweep_s, "images_per_s": batch_size / sweep_s,
             "floor_seconds": floor_s, "floor_images_per_s": batch_size / floor_s,

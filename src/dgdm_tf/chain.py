@@ -110,7 +110,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
     dropped (the paper's inference of K), then ``collect`` samples one every ``thin``
-    sweeps, averaged. A layer with ``pool == 1`` is a top layer with the spike-slab prior.
+    sweeps, averaged (x_next: the Rao-Blackwellised pooled features, see
+    ``pretrain.resample_zw``). A layer with ``pool == 1`` is a top layer with the
+    spike-slab prior.
     ``stop_after`` ends the run early after that many sweeps in total (used to test
     resumption); the result is then ``None``.
 
@@ -156,7 +158,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
         state = init_state(x, model, tf.constant([seed, 0x5EED], tf.int32), dict_init=dict_init)
     else:
         model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n)
-    sweep_fn = make_sweep_fn(model, jit_compile=jit_compile)
+    sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
 
     def save(sweep_idx):
         if ck is None:
@@ -170,7 +172,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     t_start = time.time()
     for t in range(done, total):
         t0 = time.time()
-        state = sweep_fn(state, x_tf)
+        state, expected = sweep_fn(state, x_tf)
         sec = time.time() - t0
         phase = "burn-in" if t < burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", state.d)
@@ -187,9 +189,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                     f"(usage >= {prune_min_usage})")
                 state, model = prune_state(state, model, keep_local)
                 kept = np.asarray(kept)[keep_local]
-                sweep_fn = make_sweep_fn(model, jit_compile=jit_compile)
+                sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
         if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
-            sample = {"d": np.asarray(state.d), "x_next": np.asarray(pooled(state.s, model.geom)),
+            sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
                       "usage": usage(state, model), "gamma_e": np.asarray(state.gamma_e),
                       "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
             acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}

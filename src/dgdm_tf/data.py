@@ -264,6 +264,15 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
     spec = dict(spec or {})
     kind = _kind(name, spec)
     raw = Path(raw_dir)
+    # augmentation (CIFAR) and per-class training sizes (Caltech) belong to the
+    # preprocessing of those sets; refuse them where nothing would read them.
+    if kind in ("mnist", "npz", "folder"):
+        for key, inert in (("augment", False), ("train_per_class", None)):
+            if spec.get(key, inert) not in (inert, None):
+                raise DataValidationError(
+                    f"dataset {name!r} (kind {kind}): config key datasets.{name}.{key} = "
+                    f"{spec[key]!r} is not supported for this kind (it is read by the CIFAR / "
+                    f"Caltech preprocessing); remove it or set it to {inert!r}.")
     if kind == "mnist":
         arrays, source, raw_path = _prepare_mnist(name, spec, raw)
     elif kind in _TFDS_SETS:

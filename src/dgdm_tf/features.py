@@ -2,8 +2,9 @@
 
 Layer by layer, bottom up: the local variables of each image (z, W, theta, gamma_e) are
 sampled with D and gamma_w held at their pretrained values; the posterior mean of the
-pooled feature maps over the collected sweeps is the next layer's input, as in
-pretraining. The top layer's averaged maps, flattened, are the features (SPEC sec. 1:
+pooled feature maps over the collected sweeps (Rao-Blackwellised: the conditional
+expectation of each block at its draw, see ``pretrain.resample_zw``) is the next
+layer's input, as in pretraining. The top layer's averaged maps, flattened, are the features (SPEC sec. 1:
 MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
 fold-in of (seed, layer, b), so features do not depend on how many batches ran before.
 """
@@ -18,11 +19,11 @@ import tensorflow as tf
 
 from dgdm_tf.chain import check_finite
 from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn, pooled
+from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
 
 
 def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
-                gamma_e_init: float | None = None,
+                gamma_e_init: float | None = None, jit_compile: bool = False,
                 burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
                 layer_index: int = 0, progress: Callable[[str], None] | None = print) -> np.ndarray:
     """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed."""
@@ -43,7 +44,8 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
         nb = len(xb)
         model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb)
         if nb not in fns:  # the last, shorter batch gets its own trace
-            fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False)
+            fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False,
+                                    return_expected_pool=True, jit_compile=jit_compile)
         bseed = tf.random.experimental.stateless_fold_in(
             tf.constant([seed, layer_index], tf.int32), b0 // batch_size)
         st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
@@ -51,9 +53,9 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
         xt = tf.constant(xb)
         acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
         for t in range(burn_in + collect):
-            st = fns[nb](st, xt)
+            st, expected = fns[nb](st, xt)
             if t >= burn_in:
-                acc += np.asarray(pooled(st.s, geom))
+                acc += np.asarray(expected)
         check_finite(f"layer {layer_index + 1} features", acc)
         out[b0: b0 + nb] = acc / collect
         done = b0 + nb
@@ -64,16 +66,22 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
 
 def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
                    seed: int, burn_in: int, collect: int, batch_size: int,
-                   gamma_ws: Sequence[float], hyper: dict | None = None,
-                   progress: Callable[[str], None] | None = print) -> np.ndarray:
+                   gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
+                   hyper: dict | None = None, jit_compile: bool = False, progress: Callable[[str], None] | None = print) -> np.ndarray:
     """(N, F) top-layer features of ``x`` through every layer, samples averaged.
 
-    ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w').
+    ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w');
+    ``gamma_e_inits`` (e.g. the mean pretrained noise precision of each layer) start each
+    chain's gamma_e where pretraining left it rather than at 1 / Var(X_n): a chain started
+    at a low precision turns blocks on only slowly, which short chains cannot afford.
     """
     if not len(dictionaries) == len(pools) == len(gamma_ws):
         raise ValueError("one pooling size and one gamma_w per dictionary are needed")
     h = np.asarray(x, np.float32)
-    for l, (d, p, gw) in enumerate(zip(dictionaries, pools, gamma_ws)):
-        h = infer_layer(h, d, p, gamma_w=gw, seed=seed, burn_in=burn_in, collect=collect,
-                        batch_size=batch_size, hyper=hyper, layer_index=l, progress=progress)
+    if gamma_e_inits is None:
+        gamma_e_inits = [None] * len(dictionaries)
+    for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
+        h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
+                        collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
+                        jit_compile=jit_compile, progress=progress)
     return h.reshape(len(h), -1)

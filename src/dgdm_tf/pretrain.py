@@ -130,8 +130,12 @@ def block_kernels(d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
 
 def pooled(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     """Pooled features X[l+1] (N, nbh, nbw, K) from block values: each block's sum."""
+    return _blocks_to_pooled(tf.reduce_sum(s, axis=-1), geom)
+
+
+def _blocks_to_pooled(v: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """(Gh, Gw, K, N, nch, ncw) per-block values -> (N, nbh, nbw, K)."""
     g = geom
-    v = tf.reduce_sum(s, axis=-1)  # Gh, Gw, K, N, nch, ncw
     v = tf.transpose(v, [3, 4, 0, 5, 1, 2])  # N, u, a, v, b, K
     n, k = tf.shape(v)[0], tf.shape(v)[5]
     v = tf.reshape(v, [n, g.nch * g.gh, g.ncw * g.gw, k])
@@ -253,7 +257,8 @@ def _tiles_to_residual(tiles, g: LayerGeometry, a: int, b: int, n):
                       [j0, g.wr - j0 - g.ncw * g.tile_w], [0, 0]])
 
 
-def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
+def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
+                return_expected_pool: bool = False):
     """Blocked draw of (z, W) for every block (supplement: z_{ij} and W_{ij} conditionals).
 
     For block (n, k, i, j) with residual R excluding the block, c_m = <R, D_k at offset m>
@@ -265,6 +270,11 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> 
     disjoint footprints, so they are conditionally independent and drawn together.
     Within a colour the residual is held as its blocks' footprint tiles, so each step is
     two small matmuls (correlation and residual update) instead of image-sized convs.
+
+    With ``return_expected_pool`` it also returns, per block, E[pooled value | rest] =
+    sum_m p(z = m | -) E[W | z = m, -] at the moment the block is drawn: averaging these
+    over sweeps estimates the posterior mean of the pooled features with less variance
+    than averaging the draws (Rao-Blackwellisation); the chain itself is unchanged.
     """
     g = model.geom
     p2 = g.p * g.p
@@ -278,9 +288,9 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> 
     log_theta = tf.transpose(state.log_theta, [1, 0, 2])[:, :, None, :]  # K, N, 1, S
     neg_inf = tf.constant(-np.inf, tf.float32)
     resid = state.resid
-    s_rows, z_rows = [], []
+    s_rows, z_rows, e_rows = [], [], []
     for a in range(g.gh):
-        s_row, z_row = [], []
+        s_row, z_row, e_row = [], [], []
         for b in range(g.gw):
             colour_seed = tf.random.experimental.stateless_fold_in(seed, a * g.gw + b)
             valid = tf.reshape(model.valid[a, b], [1, nb, p2])
@@ -288,9 +298,10 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> 
             tiles0 = _colour_tiles(resid, g, a, b)
             s_ab = tf.reshape(state.s[a, b], [g.k, n * nb, p2])
             s_out = tf.TensorArray(tf.float32, size=g.k)
+            e_out = tf.TensorArray(tf.float32, size=g.k)
             z_out = tf.TensorArray(tf.int32, size=g.k)
 
-            def body(k, tiles, s_out, z_out, s_ab=s_ab, valid=valid, real=real,
+            def body(k, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
                      colour_seed=colour_seed):
                 s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
                     tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
@@ -312,18 +323,26 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> 
                 c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
                 eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
                 s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
+                prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
+                expect = tf.reshape(tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1])
                 tiles = tiles - tf.matmul(s_new - s_old, kb[k], transpose_b=True)
-                return k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1]))
+                return (k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
+                        e_out.write(k, expect))
 
-            _, tiles, s_out, z_out = tf.while_loop(
-                lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out),
+            _, tiles, s_out, z_out, e_out = tf.while_loop(
+                lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
                 parallel_iterations=1)
             resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
             s_row.append(tf.reshape(s_out.stack(), [g.k, n, g.nch, g.ncw, p2]))
             z_row.append(tf.reshape(z_out.stack(), [g.k, n, g.nch, g.ncw]))
+            e_row.append(tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw]))
         s_rows.append(tf.stack(s_row))
+        e_rows.append(tf.stack(e_row))
         z_rows.append(tf.stack(z_row))
-    return state._replace(s=tf.stack(s_rows), z=tf.stack(z_rows), resid=resid)
+    state = state._replace(s=tf.stack(s_rows), z=tf.stack(z_rows), resid=resid)
+    if return_expected_pool:
+        return state, _blocks_to_pooled(tf.stack(e_rows), g)
+    return state
 
 
 def resample_d(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
@@ -415,20 +434,25 @@ def resample_gamma_e(state: PretrainState, x: tf.Tensor, model: LayerModel, seed
 
 
 def sweep(state: PretrainState, x: tf.Tensor, model: LayerModel, update_d: bool = True,
-          update_gamma_w: bool = True) -> PretrainState:
+          update_gamma_w: bool = True, return_expected_pool: bool = False, zw_fn=None):
     """One Gibbs sweep over every conditional; the state's seed is split with a salt.
 
     ``update_d`` / ``update_gamma_w`` False hold the globals fixed (feature inference).
+    ``return_expected_pool`` also returns the Rao-Blackwellised pooled features of the
+    sweep (see :func:`resample_zw`).
     """
     seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 6))
     state = state._replace(seed=seeds[0])
-    state = resample_zw(state, x, model, seeds[1])
+    zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool=True))
+    state, expected = zw(state, x, seeds[1])
     if update_d:
         state = resample_d(state, x, model, seeds[2])
     state = resample_theta(state, x, model, seeds[3])
     if update_gamma_w:
         state = resample_gamma_w(state, x, model, seeds[4])
     state = resample_gamma_e(state, x, model, seeds[5])
+    if return_expected_pool:
+        return state, expected
     return state
 
 
@@ -440,7 +464,17 @@ def log_likelihood(state: PretrainState, model: LayerModel) -> tf.Tensor:
 
 
 def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool = True,
-                  jit_compile: bool = False):
-    """A compiled sweep ``f(state, x) -> state`` for one geometry."""
-    return tf.function(lambda st, x: sweep(st, x, model, update_d, update_gamma_w),
-                       jit_compile=jit_compile, reduce_retracing=True)
+                  jit_compile: bool = False, return_expected_pool: bool = False):
+    """A compiled sweep ``f(state, x) -> state`` (or ``(state, expected_pool)``).
+
+    ``jit_compile`` compiles the (z, W) step -- thousands of small ops a sweep -- with
+    XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler).
+    """
+    zw_fn = None
+    if jit_compile:
+        zw_fn = tf.function(
+            lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool=True),
+            jit_compile=True)
+    return tf.function(
+        lambda st, x: sweep(st, x, model, update_d, update_gamma_w, return_expected_pool, zw_fn),
+        reduce_retracing=True)

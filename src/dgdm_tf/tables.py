@@ -1,0 +1,189 @@
+"""``results/tables.md``: our numbers beside the paper's, one table per configured dataset.
+
+Input: the workflow config's ``datasets`` mapping and the ``metrics.json`` of every run
+(``results/{dataset}/{method}/metrics.json``, written by the ``svm`` rule). Output:
+Markdown, one table per dataset, one row per method of the paper's table for it
+(:mod:`dgdm_tf.paper`), columns: method, ours, paper, config file, data size
+(train / test), wall time. Rows of the paper's peers show "—" for ours; rows of our
+methods that did not run say why. Nothing is computed here that a run did not record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
+
+#: methods the workflow has rules for (keep in sync with the config schema's enum)
+IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm",)
+
+DASH = "—"
+
+
+def metrics_path(results_dir: str | os.PathLike, dataset: str, method: str) -> Path:
+    return Path(results_dir) / dataset / method / "metrics.json"
+
+
+def load_metrics(results_dir: str | os.PathLike, datasets: Mapping[str, Mapping[str, Any]]
+                 ) -> dict[tuple[str, str], dict]:
+    """The metrics.json of every enabled (dataset, method) that exists."""
+    out: dict[tuple[str, str], dict] = {}
+    for ds, block in datasets.items():
+        for method in block.get("methods", []) or []:
+            p = metrics_path(results_dir, ds, method)
+            if p.exists():
+                out[(ds, method)] = json.loads(p.read_text())
+    return out
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return DASH
+    s = float(s)
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        m, sec = divmod(int(round(s)), 60)
+        return f"{m} min {sec:02d} s"
+    h, rem = divmod(int(round(s)), 3600)
+    return f"{h} h {rem // 60:02d} min"
+
+
+def _fmt_value(v: float | tuple[float, float] | None) -> str:
+    if v is None:
+        return DASH
+    if isinstance(v, (tuple, list)):
+        return " / ".join(DASH if x is None else f"{x:g}" for x in v)
+    return f"{v:g}"
+
+
+def _ours_value(metric: str, m: Mapping[str, Any]) -> str:
+    if metric == "error":
+        return f"{m['test_error_pct']:.2f}"
+    if metric == "accuracy":
+        acc = m.get("test_accuracy_pct")
+        if acc is None:
+            acc = 100.0 - float(m["test_error_pct"])
+        return f"{acc:.2f}"
+    if metric == "top1_top5_error":
+        top5 = m.get("test_top5_error_pct")
+        return f"{m['test_error_pct']:.2f} / " + (DASH if top5 is None else f"{top5:.2f}")
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def _not_run(ds: str, method: str, enabled: list[str], implemented: Iterable[str]) -> str:
+    if method in set(implemented):
+        want = ", ".join(list(enabled) + [method])
+        return f"not run (enable with `methods: [{want}]` in `datasets.{ds}`)"
+    return f"not run (`{method}` is not implemented yet)"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
+    """One line with the settings a run used, read from its metrics.json."""
+    cfg = m.get("config", {}) or {}
+    bits = []
+    pre = cfg.get("pretrain") or {}
+    if pre:
+        bits.append(
+            f"pretraining on {m.get('pretrain_n_images', pre.get('n_images'))} images, "
+            f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps per layer")
+    feat = cfg.get("features") or {}
+    if feat:
+        bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
+                    "collection sweeps")
+    svm = cfg.get("svm") or {}
+    if svm:
+        bits.append(f"SVM: {svm.get('burn_in')} burn-in + {svm.get('collect')} collection")
+    if m.get("dict_sizes") is not None:
+        bits.append("dictionary sizes kept per layer: "
+                    + ", ".join(str(k) for k in m["dict_sizes"]))
+    if m.get("train_error_pct") is not None:
+        bits.append(f"train error {m['train_error_pct']:.2f}%")
+    return f"`{method}` ran with " + "; ".join(bits) + "." if bits else ""
+
+
+def render_dataset_table(ds: str, block: Mapping[str, Any],
+                         metrics: Mapping[tuple[str, str], Mapping[str, Any]], *,
+                         implemented: Iterable[str] = IMPLEMENTED_METHODS) -> str:
+    implemented = tuple(implemented)
+    enabled = list(block.get("methods", []) or [])
+    key = block.get("paper_table")
+    table: PaperTable | None = PAPER_TABLES.get(key) if key else None
+    if table is None:
+        metric = "error"
+        rows: tuple[PaperRow, ...] = tuple(
+            PaperRow(METHOD_LABELS.get(mth, mth), None, mth)
+            for mth in dict.fromkeys(enabled + list(implemented)))
+        title = f"`{ds}` (own data, kind `{block.get('kind')}`; no paper reference)"
+    else:
+        metric, rows = table.metric, table.rows
+        title = f"`{ds}`: {table.title} ({table.source})"
+
+    out = [f"## {title}", ""]
+    out.append(_row(["method", f"ours: {METRIC_HEADERS[metric]}",
+                     f"paper: {METRIC_HEADERS[metric]}", "config file",
+                     "data size (train / test)", "wall time"]))
+    out.append(_row(["---"] * 6))
+    group = ""
+    notes: list[str] = []
+    for r in rows:
+        if r.group and r.group != group:
+            group = r.group
+            out.append(_row([f"*{group}*", "", "", "", "", ""]))
+        if r.method is None:
+            out.append(_row([r.label, DASH, _fmt_value(r.value), DASH, DASH, DASH]))
+            continue
+        m = metrics.get((ds, r.method)) if r.method in enabled else None
+        if r.method not in enabled:
+            ours = _not_run(ds, r.method, enabled, implemented)
+            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]))
+        elif m is None:
+            ours = f"missing (no `results/{ds}/{r.method}/metrics.json`)"
+            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]))
+        else:
+            cfgf = m.get("config_file") or DASH
+            size = f"{m.get('n_train', DASH)} / {m.get('n_test', DASH)}"
+            out.append(_row([r.label, _ours_value(metric, m), _fmt_value(r.value),
+                             f"`{cfgf}`", size, format_seconds(m.get("wall_seconds"))]))
+            note = _run_note(ds, r.method, m)
+            if note:
+                notes.append(note)
+    out.append("")
+    if table is not None and table.paper_dict_sizes:
+        out.append(f"Paper's dictionary sizes per layer: "
+                   f"{', '.join(map(str, table.paper_dict_sizes))} "
+                   f"({table.paper_dict_sizes_note}).")
+        out.append("")
+    for n in notes + (list(table.notes) if table is not None else []):
+        out.append(n)
+        out.append("")
+    return "\n".join(out)
+
+
+def render_tables(datasets: Mapping[str, Mapping[str, Any]],
+                  metrics: Mapping[tuple[str, str], Mapping[str, Any]], *,
+                  config_files: Iterable[str] = (),
+                  implemented: Iterable[str] = IMPLEMENTED_METHODS) -> str:
+    cf = ", ".join(f"`{c}`" for c in config_files) or "(none recorded)"
+    head = [
+        "# Results: ours beside Pu et al. (AISTATS 2016)",
+        "",
+        f"Generated by `snakemake --cores all results/tables.md` from "
+        f"`results/<dataset>/<method>/metrics.json`; config: {cf}.",
+        "The paper's numbers are copied from its Tables 1-6; \"—\" means no number "
+        "(a peer we do not rerun, or a row the paper does not report). Our runs may "
+        "use subsets and shorter chains than the paper: the data size column and the "
+        "notes under each table say what ran. Wall time is summed over the rules that "
+        "produced the number (prepare, pretraining layers, features, SVM).",
+        "",
+    ]
+    body = [render_dataset_table(ds, block, metrics, implemented=implemented)
+            for ds, block in datasets.items()]
+    return "\n".join(head + body).rstrip() + "\n"

@@ -1,0 +1,156 @@
+"""dgdm_tf.paper (the paper's numbers) and dgdm_tf.tables (results/tables.md)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from dgdm_tf import paper, tables
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _values(key: str) -> dict[str | None, object]:
+    return {r.method or r.label: r.value for r in paper.PAPER_TABLES[key].rows}
+
+
+def test_paper_numbers_match_spec_sec5():
+    m = _values("mnist")
+    assert (m["pretrained_svm"], m["unsupervised_svm"], m["supervised"]) == (1.42, 0.52, 0.37)
+    assert m["2-layer convnet [Jarrett09ICCV]"] == 0.53
+    assert m["6-layer convnet [Ciresan11IJCAI]"] == 0.35
+    assert m["MCDNN [ciresan2012multi]"] == 0.23
+    c = _values("cifar10")
+    assert (c["pretrained_svm"], c["unsupervised_svm"], c["supervised"]) == (22.43, 14.75, 10.39)
+    c = _values("cifar10_aug")
+    assert (c["pretrained_svm"], c["unsupervised_svm"], c["supervised"]) == (20.62, 10.22, 8.27)
+    c = _values("cifar100")
+    assert (c["pretrained_svm"], c["unsupervised_svm"], c["supervised"]) == (77.25, 42.26, 34.62)
+    for key, want in {"caltech101_15": (43.24, 70.47, 75.37, 62.3, 89.1),
+                      "caltech101_30": (53.57, 80.39, 87.82, 72.4, 93.15),
+                      "caltech256_15": (13.4, 40.7, 52.9, 46.1, 67.0),
+                      "caltech256_60": (38.2, 60.9, 70.5, 60.1, 77.9)}.items():
+        v = _values(key)
+        got = (v["pretrained_svm"], v["unsupervised_svm"], v["supervised"], v["cnn"],
+               v["imagenet_transfer"])
+        assert got == want, key
+        assert paper.PAPER_TABLES[key].metric == "accuracy"
+    i = _values("imagenet2012")
+    assert i["supervised"] == (37.9, 16.1) and i["model_averaging"] == (35.4, 13.6)
+
+
+def _metrics(**kw):
+    m = {"test_error_pct": 1.234, "train_error_pct": 0.5, "n_train": 10000, "n_test": 2000,
+         "wall_seconds": 754.0, "config_file": "config/config.yaml", "dict_sizes": [41, 120],
+         "config": {"pretrain": {"n_images": 2000, "burn_in": 50, "collect": 25},
+                    "features": {"burn_in": 10, "collect": 10},
+                    "svm": {"burn_in": 100, "collect": 100}}}
+    m.update(kw)
+    return m
+
+
+def test_render_mnist_row_and_not_run_rows():
+    datasets = {"mnist": {"kind": "mnist", "paper_table": "mnist", "methods": ["pretrained_svm"]}}
+    md = tables.render_tables(datasets, {("mnist", "pretrained_svm"): _metrics()},
+                              config_files=["config/config.yaml"])
+    row = next(l for l in md.splitlines() if l.startswith("| Our pretrained model"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == ["1.23", "1.42", "`config/config.yaml`", "10000 / 2000", "12 min 34 s"]
+    sup = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
+    assert "not implemented yet" in sup and "0.37" in sup
+    peer = next(l for l in md.splitlines() if l.startswith("| MCDNN"))
+    assert [c.strip() for c in peer.strip("|").split("|")][1:3] == ["—", "0.23"]
+    assert "dictionary sizes kept per layer: 41, 120" in md
+    assert "39, 117 (inferred by pretraining from 50, 200)" in md
+
+
+def test_render_disabled_method_says_how_to_enable_and_accuracy_tables():
+    datasets = {"c": {"kind": "caltech101", "paper_table": "caltech101_30", "methods": []}}
+    md = tables.render_tables(datasets, {})
+    row = next(l for l in md.splitlines() if l.startswith("| Our pretrained model"))
+    assert "not run (enable with `methods: [pretrained_svm]` in `datasets.c`)" in row
+    assert "53.57" in row and "accuracy" in md
+    # accuracy is 100 - error when a run exists
+    datasets["c"]["methods"] = ["pretrained_svm"]
+    md = tables.render_tables(datasets, {("c", "pretrained_svm"): _metrics(test_error_pct=40.0)})
+    row = next(l for l in md.splitlines() if l.startswith("| Our pretrained model"))
+    assert "| 60.00 | 53.57 |" in row
+
+
+def test_render_own_data_has_no_paper_numbers():
+    datasets = {"mine": {"kind": "npz", "paper_table": None, "methods": ["pretrained_svm"]}}
+    md = tables.render_tables(datasets, {("mine", "pretrained_svm"): _metrics()})
+    row = next(l for l in md.splitlines() if l.startswith("| Our pretrained model"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:3] == ["1.23", "—"]
+
+
+def test_format_seconds():
+    assert tables.format_seconds(None) == "—"
+    assert tables.format_seconds(5.04) == "5.0 s"
+    assert tables.format_seconds(61) == "1 min 01 s"
+    assert tables.format_seconds(7322) == "2 h 02 min"
+
+
+# ---------------------------------------------------------------- schema and configs
+def _schema() -> dict:
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def _fill_defaults(instance: dict) -> dict:
+    """Fill schema defaults the way snakemake.utils.validate does."""
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, inst, schema):
+        for prop, sub in properties.items():
+            if "default" in sub and isinstance(inst, dict):
+                inst.setdefault(prop, copy.deepcopy(sub["default"]))
+        yield from validate_properties(validator, properties, inst, schema)
+
+    cls = jsonschema.validators.extend(base, {"properties": set_defaults})
+    inst = copy.deepcopy(instance)
+    cls(_schema()).validate(inst)
+    return inst
+
+
+def _walk_schema(node, path="$"):
+    if isinstance(node, dict):
+        if "properties" in node:
+            for k, sub in node["properties"].items():
+                yield f"{path}.{k}", sub
+        for k, v in node.items():
+            yield from _walk_schema(v, f"{path}/{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_schema(v, f"{path}[{i}]")
+
+
+def test_schema_every_key_has_description_and_default():
+    for path, sub in _walk_schema(_schema()):
+        assert "description" in sub or "$ref" in sub, f"{path} has no description"
+        assert "default" in sub, f"{path} has no default"
+
+
+def test_config_yaml_writes_out_every_default():
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    minimal = {"datasets": {"mnist": {"kind": "mnist", "paper_table": "mnist"}}}
+    assert _fill_defaults(minimal) == cfg
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_configs_are_valid_and_complete(name):
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    assert _fill_defaults(cfg) == cfg, "a key is missing: write every default out"
+
+
+def test_schema_enums_match_the_library():
+    s = _schema()
+    ds = s["$defs"]["dataset"]["properties"]
+    assert set(ds["methods"]["items"]["enum"]) == set(tables.IMPLEMENTED_METHODS)
+    assert set(ds["paper_table"]["enum"]) - {None} == set(paper.PAPER_TABLES)
+    assert set(tables.IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)

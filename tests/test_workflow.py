@@ -1,0 +1,305 @@
+"""The Snakemake workflow: dry runs of every config, config validation, missing data,
+the smoke config end to end, and resuming a killed pretraining chain.
+
+Each test runs snakemake in a temporary copy of the repository (no results/ or data/),
+so it never touches the working tree's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = ["config.yaml", "paper.yaml", "smoke.yaml"]
+_IGNORE = shutil.ignore_patterns("results", "data", ".snakemake", ".git", "__pycache__",
+                                 "*.egg-info", ".pytest_cache", "build")
+
+
+def copy_repo(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "workflow", "config", "src", "pyproject.toml"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=_IGNORE)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def load_config(name: str) -> dict:
+    return yaml.safe_load((REPO / "config" / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return copy_repo(tmp_path_factory.mktemp("repo"))
+
+
+# ------------------------------------------------------------------------ dry runs
+@pytest.mark.parametrize("name", CONFIGS)
+def test_dry_run_resolves(repo, name):
+    r = snakemake(repo, "-n", "results/tables.md", "--configfile", f"config/{name}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rule tables:" in r.stdout + r.stderr
+
+
+def test_dry_run_default_target_and_single_ablation(repo):
+    r = snakemake(repo, "-n")  # rule all: tables + benchmarks, default config
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "rule benchmarks:" in out and "rule benchmark_layers:" in out
+    r = snakemake(repo, "-n", "results/mnist/pretrained_svm/metrics.json")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "rule svm:" in out and "rule tables:" not in out
+
+
+# --------------------------------------------------------------------- bad configs
+def _bad(repo: Path, tmp_path: Path, edit) -> str:
+    cfg = load_config("config.yaml")
+    edit(cfg)
+    path = write_config(tmp_path / "bad.yaml", cfg)
+    r = snakemake(repo, "-n", "results/tables.md", "--configfile", str(path))
+    assert r.returncode != 0
+    return r.stdout + r.stderr
+
+
+def test_negative_burn_in_names_the_key(repo, tmp_path):
+    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"]["pretrain"].update(burn_in=-3))
+    assert "`datasets.mnist.pretrain.burn_in`" in out
+    assert ">= 0" in out and "-3" in out
+
+
+def test_unknown_kind_names_the_key_and_the_choices(repo, tmp_path):
+    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(kind="mnistt"))
+    assert "`datasets.mnist.kind`" in out and "'cifar10'" in out and "'npz'" in out
+
+
+def test_unknown_key_is_named(repo, tmp_path):
+    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"]["svm"].update(burnin=3))
+    assert "'burnin'" in out and "`datasets.mnist.svm`" in out and "burn_in" in out
+
+
+def test_top_layer_must_not_pool(repo, tmp_path):
+    out = _bad(repo, tmp_path,
+               lambda c: c["datasets"]["mnist"]["model"]["layers"][-1].update(pool=2))
+    assert "`datasets.mnist.model.layers[1].pool`" in out
+
+
+def test_unknown_method_is_rejected(repo, tmp_path):
+    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(methods=["supervisd"]))
+    assert "`datasets.mnist.methods[0]`" in out and "pretrained_svm" in out
+
+
+# ------------------------------------------------------------------- missing data
+def _missing(repo: Path, tmp_path: Path, block: dict) -> str:
+    cfg = load_config("smoke.yaml")
+    base = cfg["datasets"].pop("mnist_smoke")
+    base.update(block)
+    cfg["datasets"] = {"mine": base}
+    path = write_config(tmp_path / "missing.yaml", cfg)
+    r = snakemake(repo, "--cores", "1", "results/mine/data/prepared.npz",
+                  "--configfile", str(path), timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    return out
+
+
+def test_missing_npz_gives_dataset_missing_error(repo, tmp_path):
+    out = _missing(repo, tmp_path, {"kind": "npz", "paper_table": None,
+                                    "path": str(tmp_path / "nope.npz")})
+    assert "DatasetMissingError" in out
+    assert "nope.npz" in out and "datasets.mine.path" in out
+
+
+def test_missing_cifar10_gives_dataset_missing_error(repo, tmp_path):
+    raw = tmp_path / "empty_raw"
+    raw.mkdir()
+    out = _missing(repo, tmp_path, {"kind": "cifar10", "paper_table": "cifar10",
+                                    "raw_dir": str(raw), "download": False})
+    assert "DatasetMissingError" in out
+    assert "cifar-10-binary.tar.gz" in out and "is not on disk" in out
+
+
+# ---------------------------------------------------- smoke config, end to end
+def fake_mnist(path: Path, n_train: int = 600, n_test: int = 300, seed: int = 0) -> Path:
+    """An MNIST-shaped set (28x28x1 in [0, 1], 10 classes): each class a fixed random
+    pattern of a few strokes, shifted by up to 2 pixels, with noise. Learnable, tiny."""
+    rng = np.random.default_rng(seed)
+    templates = np.zeros((10, 28, 28), np.float32)
+    for c in range(10):
+        for _ in range(3):
+            r0, c0 = rng.integers(6, 22, size=2)
+            dr, dc = rng.integers(-1, 2, size=2)
+            for t in range(8):
+                r, cc = np.clip(r0 + dr * t, 4, 23), np.clip(c0 + dc * t, 4, 23)
+                templates[c, r - 1:r + 2, cc - 1:cc + 2] = 1.0
+
+    def make(n):
+        y = rng.integers(0, 10, size=n)
+        x = np.zeros((n, 28, 28), np.float32)
+        for i, c in enumerate(y):
+            sr, sc = rng.integers(-2, 3, size=2)
+            x[i] = np.roll(np.roll(templates[c], sr, axis=0), sc, axis=1)
+        x = np.clip(x + 0.1 * rng.standard_normal(x.shape).astype(np.float32), 0, 1)
+        return (x * 255).astype(np.uint8), y.astype(np.int64)
+
+    x_train, y_train = make(n_train)
+    x_test, y_test = make(n_test)
+    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+    return path
+
+
+def smoke_config(tmp: Path, **pretrain) -> Path:
+    """config/smoke.yaml on the fake MNIST .npz (offline), as `mnist_smoke`."""
+    cfg = load_config("smoke.yaml")
+    block = cfg["datasets"]["mnist_smoke"]
+    block.update(kind="npz", path=str(fake_mnist(tmp / "fake_mnist.npz")), raw_dir=str(tmp))
+    block["pretrain"].update(pretrain)
+    return write_config(tmp / "smoke_offline.yaml", cfg)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The smoke config end to end (tables + benchmarks), once for the tests below."""
+    repo = copy_repo(tmp_path_factory.mktemp("smoke_repo"))
+    cfg = smoke_config(tmp_path_factory.mktemp("smoke_data"))
+    t0 = time.time()
+    r = snakemake(repo, "--cores", "2", "results/tables.md", "results/benchmarks.md",
+                  "--configfile", str(cfg), timeout=900)
+    seconds = time.time() - t0
+    logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
+                     for p in sorted((repo / "results" / "logs").rglob("*.log")))
+    assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:] + logs
+    print(f"smoke workflow: {seconds:.1f} s")
+    return repo, cfg
+
+
+@pytest.mark.slow
+def test_smoke_end_to_end_tables(smoke_run):
+    repo, cfg = smoke_run
+    md = (repo / "results" / "tables.md").read_text()
+    row = next(l for l in md.splitlines() if l.startswith("| Our pretrained model"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    ours = float(cells[1])  # a number, not "not run"
+    assert 0.0 <= ours <= 100.0
+    assert cells[2] == "1.42"
+    assert cells[4] == "300 / 200"
+    assert "MNIST" in md and "MCDNN" in md
+    m = json.loads((repo / "results/mnist_smoke/pretrained_svm/metrics.json").read_text())
+    assert m["test_error_pct"] == pytest.approx(ours, abs=0.006)
+    assert m["n_train"] == 300 and m["n_test"] == 200 and m["seed"] == 0
+    assert m["config"]["pretrain"]["burn_in"] == 3
+    assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
+                                              "features", "svm"}
+    assert m["wall_seconds"] == pytest.approx(sum(m["wall_seconds_by_step"].values()))
+    run_cfg = yaml.safe_load((repo / "results/mnist_smoke/pretrained_svm/config.yaml").read_text())
+    assert run_cfg["block"]["kind"] == "npz" and run_cfg["seed"] == 0
+    pred = (repo / "results/mnist_smoke/pretrained_svm/predictions.csv").read_text().splitlines()
+    assert pred[0].startswith("test_index,label,predicted,score_0") and len(pred) == 201
+    # the checkpoint folders are gone once the layers are written
+    assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
+
+
+@pytest.mark.slow
+def test_smoke_benchmarks(smoke_run):
+    repo, _ = smoke_run
+    md = (repo / "results" / "benchmarks.md").read_text()
+    assert "Pretraining sweeps against the floor" in md
+    for rule in ("pretrain_layer", "features", "svm", "prepare"):
+        assert f"| {rule} |" in md, rule
+    csv = (repo / "results" / "benchmarks.csv").read_text().splitlines()
+    # one row per layer and compilation mode (graph, XLA) at the one batch size
+    assert len(csv) == 1 + 2 * 2
+    header = csv[0].split(",")
+    jit = [row.split(",")[header.index("jit_compile")] for row in csv[1:]]
+    assert sorted(jit) == ["False", "False", "True", "True"]
+
+
+@pytest.mark.slow
+def test_rerun_single_ablation_only_reruns_its_steps(smoke_run):
+    repo, cfg = smoke_run
+    (repo / "results/mnist_smoke/pretrained_svm/metrics.json").unlink()
+    r = snakemake(repo, "-n", "results/mnist_smoke/pretrained_svm/metrics.json",
+                  "--configfile", str(cfg))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert re.search(r"^svm\s+1$", out, re.M), out
+    assert "rule pretrain_layer:" not in out and "rule features:" not in out
+
+
+# ------------------------------------------------- kill and resume pretraining
+@pytest.mark.slow
+def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
+    """Kill the snakemake job (SIGKILL, whole process group) once the chain has written a
+    checkpoint, rerun with --rerun-incomplete: the layer ends with the dictionaries of an
+    uninterrupted run with the same seed."""
+    import signal
+
+    repo = copy_repo(tmp_path / "repo")
+    cfg = smoke_config(tmp_path, n_images=100, burn_in=12, collect=4, checkpoint_every=2)
+    target = "results/mnist_smoke/pretrain/layer1.npz"
+    ckpt = repo / "results/mnist_smoke/pretrain/layer1_ckpt/checkpoint.npz"
+
+    r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with np.load(repo / target) as z:
+        want = {k: z[k] for k in ("D", "kept", "usage", "x_next", "gamma_e")}
+    (repo / target).unlink()
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", target,
+                             "--configfile", str(cfg)], cwd=repo, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    killed_at = None
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.exists():
+            try:
+                with np.load(ckpt) as z:
+                    killed_at = int(z["sweep"])
+            except Exception:  # being replaced right now
+                killed_at = None
+            if killed_at is not None and killed_at >= 2:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    assert killed_at is not None and 2 <= killed_at < 16, "the job was not killed mid-chain"
+    assert not (repo / target).exists()
+    assert ckpt.exists(), "the checkpoint must survive the kill"
+
+    # a SIGKILLed snakemake leaves its lock behind (README: "snakemake --unlock")
+    r = snakemake(repo, "--unlock", "--configfile", str(cfg))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg), "--rerun-incomplete",
+                  timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = (repo / "results/logs/pretrain_layer/mnist_smoke/layer1.log").read_text()
+    assert "resuming from checkpoint" in log
+    with np.load(repo / target) as z:
+        for k, v in want.items():
+            np.testing.assert_array_equal(z[k], v, err_msg=k)

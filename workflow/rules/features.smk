@@ -1,0 +1,26 @@
+# Top-layer features of the (subset) train and test images, all dictionaries fixed.
+
+
+rule features:
+    """Features of {ds} with the pretrained dictionaries (method pretrained_svm)."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        layers=all_layer_files,
+    output:
+        "results/{ds}/pretrained_svm/features.npz",
+    params:
+        pools=lambda wc: [L["pool"] for L in ds_cfg(wc.ds)["model"]["layers"]],
+        features=lambda wc: ds_cfg(wc.ds)["features"],
+        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
+        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/features/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/features/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("features"),
+    script:
+        "../scripts/features.py"

@@ -1,0 +1,100 @@
+"""Shared by the rule scripts: logging to the rule's log, seeds, threads, timing.
+
+Snakemake puts this folder on ``sys.path`` for local scripts; the repository's ``src``
+is put first so the workflow always runs the library it ships with (also without
+``pip install -e .``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "src") not in sys.path:
+    sys.path.insert(0, str(REPO / "src"))
+
+_T0 = time.perf_counter()
+
+
+def start(snakemake, *, tensorflow: bool = False) -> None:
+    """Send stdout/stderr (TensorFlow's C++ logging included) to the rule's log file.
+
+    The log is opened in append mode, so a resumed job keeps its earlier progress. An
+    uncaught exception is written to the log in full and its last line is also printed
+    on the terminal, so errors such as DatasetMissingError are seen without opening it.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    threads = max(1, int(snakemake.threads))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if snakemake.log:
+        log = Path(snakemake.log[0])
+        log.parent.mkdir(parents=True, exist_ok=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        terminal = os.fdopen(os.dup(2), "w", buffering=1)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+
+        def hook(etype, value, tb):
+            traceback.print_exception(etype, value, tb)
+            sys.stderr.flush()
+            terminal.write(f"\n[{snakemake.rule}] {etype.__name__}: {value}\n"
+                           f"[{snakemake.rule}] full traceback in {log}\n")
+            terminal.flush()
+
+        sys.excepthook = hook
+    progress(f"=== rule {snakemake.rule} {dict(snakemake.wildcards)} started, "
+             f"{threads} thread(s), pid {os.getpid()}")
+    if tensorflow:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+
+
+def progress(msg: str) -> None:
+    """Progress line for the log, with a timestamp."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def elapsed() -> float:
+    """Seconds since this script started."""
+    return time.perf_counter() - _T0
+
+
+def seed_for(seed: int, *tags: object) -> int:
+    """A seed derived from the config seed and a tag (rule, layer, split ...): each
+    random step gets its own stream, reproducible from the one config seed."""
+    tag = zlib.crc32("/".join(map(str, tags)).encode())
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), tag]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def subset_indices(n: int, size: int | None, seed: int, labels=None):
+    """Indices of a seeded subset of ``size`` of ``n`` items (all if None), chosen by
+    ``dgdm_tf.data.select_subset`` (stratified by class when ``labels`` are given)."""
+    import numpy as np
+
+    from dgdm_tf.data import select_subset
+
+    idx, _ = select_subset(np.arange(n), labels, size, seed)
+    return np.asarray(idx, dtype=np.int64)
+
+
+def plain(obj):
+    """Snakemake params (Namedlist / dict-likes) as plain Python for yaml/json."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj

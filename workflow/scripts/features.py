@@ -1,0 +1,56 @@
+"""rule features: top-layer features of the train/test subsets (dgdm_tf.features).
+
+The subsets (`n_train`, `n_test`; null = all) are the first images of a seeded
+permutation, so they are the same for every method run with the same seed."""
+
+import json
+
+from _common import elapsed, plain, progress, seed_for, start, subset_indices
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, data, features  # noqa: E402
+
+ds = snakemake.wildcards.ds
+seed = int(snakemake.params.seed)
+fcfg = plain(snakemake.params.features)
+hyper = plain(snakemake.params.hyper)
+pools = [int(p) for p in snakemake.params.pools]
+
+dictionaries, gamma_ws, gamma_e_inits = [], [], []
+for path in snakemake.input.layers:
+    with np.load(path) as z:
+        dictionaries.append(np.asarray(z["D"], dtype=np.float32))
+        gamma_ws.append(float(z["gamma_w"]))
+        # each chain starts at the layer's mean pretrained noise precision
+        gamma_e_inits.append(float(np.mean(z["gamma_e"])))
+progress(f"{ds}: dictionaries {[d.shape for d in dictionaries]}, pools {pools}, "
+         f"gamma_w {gamma_ws}")
+
+d = data.load_prepared(snakemake.input.data)
+out = {}
+for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
+    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
+    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
+    x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
+    progress(f"{ds}: inferring features of {len(idx)} of {len(x_all)} {split} images")
+    f = features.infer_features(
+        x, dictionaries, pools, gamma_ws=gamma_ws, gamma_e_inits=gamma_e_inits,
+        seed=seed_for(seed, ds, "features", split),
+        burn_in=int(fcfg["burn_in"]), collect=int(fcfg["collect"]),
+        batch_size=int(fcfg["batch_size"]), hyper=hyper,
+        jit_compile=bool(fcfg["jit_compile"]), progress=progress)
+    f = np.asarray(f, dtype=np.float32)
+    progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")
+    out[f"f_{split}"] = f
+    out[f"y_{split}"] = np.asarray(y_all[idx], dtype=np.int64)
+    out[f"idx_{split}"] = idx
+
+n_classes = len(d["class_names"]) if "class_names" in d else int(
+    max(d["y_train"].max(), d["y_test"].max()) + 1)
+atomic_io.save_npz(snakemake.output[0], **out, n_classes=np.int64(n_classes),
+                   wall_seconds=np.float64(elapsed()),
+                   features_config=np.array(json.dumps(fcfg)))
+progress(f"done in {elapsed():.1f} s")

@@ -1,0 +1,87 @@
+"""rule pretrain_layer: Gibbs pretraining of one layer (dgdm_tf.chain.run_pretrain_layer).
+
+Layer 1 is fitted to a seeded subset (`pretrain.n_images`) of the training images; layer
+l > 1 to layer l-1's pooled posterior-mean features `x_next`. The chain checkpoints into
+`params.checkpoint_dir` (not a Snakemake output, so it survives a kill and
+`--rerun-incomplete` resumes from it); it is removed once the layer's npz is written,
+unless `pretrain.keep_checkpoints` is true.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from _common import elapsed, plain, progress, seed_for, start, subset_indices
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, chain, data  # noqa: E402
+
+ds = snakemake.wildcards.ds
+l = int(snakemake.wildcards.l)
+layer = plain(snakemake.params.layer)
+pre = plain(snakemake.params.pretrain)
+hyper = plain(snakemake.params.hyper)
+seed = int(snakemake.params.seed)
+ckpt = Path(snakemake.params.checkpoint_dir)
+ckpt.mkdir(parents=True, exist_ok=True)
+
+extra = {}
+if l == 1:
+    x_all = data.load_prepared(snakemake.input.x)["x_train"]
+    idx = subset_indices(len(x_all), pre["n_images"], seed_for(seed, ds, "pretrain_images"))
+    x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
+    del x_all
+    extra["image_indices"] = idx
+else:
+    with np.load(snakemake.input.x) as prev:
+        x = np.ascontiguousarray(prev["x_next"], dtype=np.float32)
+progress(f"{ds} layer {l}: input {x.shape}, layer {layer}, pretrain {pre}")
+
+out = chain.run_pretrain_layer(
+    x,
+    dict_size=int(layer["dict_size"]),
+    n_dict=int(layer["n_dict"]),
+    pool=int(layer["pool"]),
+    seed=seed_for(seed, ds, "pretrain", l),
+    burn_in=int(pre["burn_in"]),
+    collect=int(pre["collect"]),
+    thin=int(pre["thin"]),
+    prune_min_usage=float(pre["prune_min_usage"]),
+    hyper=hyper,
+    checkpoint_dir=str(ckpt),
+    checkpoint_every=int(pre["checkpoint_every"]),
+    trace_path=str(ckpt / "trace.tsv"),
+    jit_compile=bool(pre["jit_compile"]),
+    progress=progress,
+)
+kept = np.asarray(out["kept"])
+chain_seconds = float(out["seconds"])
+wall = elapsed()
+progress(f"{ds} layer {l}: kept {len(kept)} of {layer['n_dict']} dictionary elements, "
+         f"D {np.shape(out['D'])}, x_next {np.shape(out['x_next'])}, "
+         f"{out['sweeps']} sweeps, chain {chain_seconds:.1f} s, script {wall:.1f} s")
+
+atomic_io.save_npz(
+    snakemake.output.layer,
+    D=np.asarray(out["D"], dtype=np.float32),
+    kept=kept,
+    usage=np.asarray(out["usage"]),
+    x_next=np.asarray(out["x_next"], dtype=np.float32),
+    gamma_e=np.asarray(out["gamma_e"]),
+    gamma_w=np.asarray(out["gamma_w"]),
+    sweeps=np.int64(out["sweeps"]),
+    chain_seconds=np.float64(chain_seconds),
+    wall_seconds=np.float64(wall),
+    n_input=np.int64(len(x)),
+    layer_config=np.array(json.dumps(layer)),
+    pretrain_config=np.array(json.dumps(pre)),
+    **extra,
+)
+trace = ckpt / "trace.tsv"
+atomic_io.write_text(snakemake.output.trace, trace.read_text() if trace.exists() else "")
+if not pre["keep_checkpoints"]:
+    shutil.rmtree(ckpt, ignore_errors=True)
+progress(f"done in {elapsed():.1f} s")

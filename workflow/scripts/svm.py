@@ -1,0 +1,93 @@
+"""rule svm: one-vs-all Bayesian SVM on the features; metrics.json, predictions.csv and
+the run's resolved config (config.yaml) in the run directory."""
+
+import json
+import platform
+import time
+
+from _common import elapsed, plain, progress, seed_for, start
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+import dgdm_tf  # noqa: E402
+from dgdm_tf import atomic_io  # noqa: E402
+from dgdm_tf.svm import BayesianSVM  # noqa: E402
+
+ds = snakemake.wildcards.ds
+method = snakemake.params.method
+run_cfg = plain(snakemake.params.run_config)
+seed = int(run_cfg["seed"])
+svm_kwargs = plain(snakemake.params.svm)
+
+with np.load(snakemake.input.features) as z:
+    f_train, y_train, f_test, y_test = z["f_train"], z["y_train"], z["f_test"], z["y_test"]
+    idx_test = z["idx_test"]
+    n_classes = int(z["n_classes"])
+    features_seconds = float(z["wall_seconds"])
+progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape}, {n_classes} classes, "
+         f"{svm_kwargs}")
+
+model = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm"), progress=progress,
+                    **svm_kwargs)
+model.fit(f_train, y_train)
+scores = np.asarray(model.decision_function(f_test))
+pred_test = np.asarray(model.predict(f_test))
+pred_train = np.asarray(model.predict(f_train))
+test_err = 100.0 * float(np.mean(pred_test != y_test))
+train_err = 100.0 * float(np.mean(pred_train != y_train))
+progress(f"{ds}: test error {test_err:.2f}%, train error {train_err:.2f}%")
+
+# wall time of the run: every rule that produced this number
+summary = json.loads(open(snakemake.input.summary).read())
+by_step = {"prepare": float(summary.get("seconds", 0.0))}
+dict_sizes = []
+n_pre = None
+for i, path in enumerate(snakemake.input.layers, start=1):
+    with np.load(path) as z:
+        # a resumed layer's script time covers only the last attempt; the chain's own
+        # clock (if it carries over checkpoints) may cover all of them
+        by_step[f"pretrain_layer{i}"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+        dict_sizes.append(int(np.shape(z["D"])[-1]))
+        if i == 1:
+            n_pre = int(z["n_input"])
+by_step["features"] = features_seconds
+by_step["svm"] = elapsed()
+
+pred = pd.DataFrame({"test_index": idx_test, "label": y_test, "predicted": pred_test})
+for c in range(scores.shape[1]):
+    pred[f"score_{c}"] = scores[:, c]
+with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
+    pred.to_csv(tmp, index=False, float_format="%.6g")
+
+resolved = {"config_files": list(snakemake.params.config_files), "method": method, **run_cfg}
+atomic_io.write_text(snakemake.output.config,
+                     "# resolved config of this run (defaults filled in)\n"
+                     + yaml.safe_dump(resolved, sort_keys=False))
+metrics = {
+    "dataset": ds,
+    "method": method,
+    "test_error_pct": test_err,
+    "test_accuracy_pct": 100.0 - test_err,
+    "train_error_pct": train_err,
+    "n_train": int(len(y_train)),
+    "n_test": int(len(y_test)),
+    "n_classes": n_classes,
+    "n_features": int(f_train.shape[1]),
+    "pretrain_n_images": n_pre,
+    "dict_sizes": dict_sizes,
+    "wall_seconds": float(sum(by_step.values())),
+    "wall_seconds_by_step": by_step,
+    "seed": seed,
+    "config_file": ", ".join(snakemake.params.config_files),
+    "config": run_cfg["block"],
+    "hyper": run_cfg["hyper"],
+    "dgdm_tf_version": dgdm_tf.__version__,
+    "python": platform.python_version(),
+    "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+}
+atomic_io.write_json(snakemake.output.metrics, metrics)
+progress(f"done in {elapsed():.1f} s")

@@ -1,0 +1,14 @@
+"""rule tables: results/tables.md from every enabled run's metrics.json."""
+
+from _common import plain, progress, start
+
+start(snakemake)
+
+from dgdm_tf import atomic_io, tables  # noqa: E402
+
+datasets = plain(snakemake.params.datasets)
+metrics = tables.load_metrics("results", datasets)
+progress(f"metrics found for {sorted(metrics)}")
+md = tables.render_tables(datasets, metrics, config_files=snakemake.params.config_files)
+atomic_io.write_text(snakemake.output[0], md)
+progress("done")
