@@ -219,6 +219,10 @@ def test_smoke_end_to_end_tables(smoke_run):
     assert run_cfg["block"]["kind"] == "npz" and run_cfg["seed"] == 0
     pred = (repo / "results/mnist_smoke/pretrained_svm/predictions.csv").read_text().splitlines()
     assert pred[0].startswith("test_index,label,predicted,score_0") and len(pred) == 201
+    for l in (1, 2):
+        for kind in ("dictionary", "trace"):
+            png = repo / f"results/mnist_smoke/figures/pretrain_layer{l}_{kind}.png"
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     # the checkpoint folders are gone once the layers are written
     assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
 

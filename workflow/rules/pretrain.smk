@@ -15,6 +15,8 @@ rule pretrain_layer:
     output:
         layer="results/{ds}/pretrain/layer{l}.npz",
         trace="results/{ds}/pretrain/layer{l}_trace.tsv",
+        dictionary_png="results/{ds}/figures/pretrain_layer{l}_dictionary.png",
+        trace_png="results/{ds}/figures/pretrain_layer{l}_trace.png",
     params:
         layer=lambda wc: ds_cfg(wc.ds)["model"]["layers"][int(wc.l) - 1],
         pretrain=lambda wc: ds_cfg(wc.ds)["pretrain"],

@@ -17,7 +17,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, chain, data  # noqa: E402
+from dgdm_tf import atomic_io, chain, data, plots  # noqa: E402
 
 ds = snakemake.wildcards.ds
 l = int(snakemake.wildcards.l)
@@ -80,6 +80,11 @@ atomic_io.save_npz(
     pretrain_config=np.array(json.dumps(pre)),
     **extra,
 )
+plots.plot_dictionary(np.asarray(out["D"]), snakemake.output.dictionary_png,
+                      f"{ds}: layer {l} dictionary, collection average",
+                      usage=np.asarray(out["usage"]))
+plots.plot_trace(out["trace"], snakemake.output.trace_png,
+                 f"{ds}: layer {l} pretraining chain (burn-in, then collection)")
 trace = ckpt / "trace.tsv"
 atomic_io.write_text(snakemake.output.trace, trace.read_text() if trace.exists() else "")
 if not pre["keep_checkpoints"]:
