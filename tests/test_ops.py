@@ -87,27 +87,3 @@ def test_unpool_and_pool_match_loops_with_partial_blocks(hs, ws, p):
     # pooling undoes unpooling where a block is on, and gives 0 where it is off
     on = ops.pool(z, p).numpy()
     np.testing.assert_allclose(pooled, x * on, atol=1e-6)
-
-
-def test_block_state_to_dense_round_trip():
-    rng = np.random.default_rng(3)
-    p, hs, ws = 3, 7, 8
-    nbh, nbw = 3, 3
-    state = rng.integers(0, p * p + 1, size=(2, nbh, nbw, 4)).astype(np.int32)
-    w = rng.normal(size=(2, nbh, nbw, 4)).astype(np.float32)
-    z, s = ops.block_state_to_dense(state, w, p, hs, ws)
-    z, s = z.numpy(), s.numpy()
-    for a in range(2):
-        for bi in range(nbh):
-            for bj in range(nbw):
-                for kk in range(4):
-                    st = state[a, bi, bj, kk]
-                    blk = z[a, bi * p:bi * p + p, bj * p:bj * p + p, kk]
-                    if st == p * p:
-                        assert blk.sum() == 0
-                    else:
-                        r, c = divmod(st, p)
-                        inside = bi * p + r < hs and bj * p + c < ws
-                        assert blk.sum() == (1 if inside else 0)
-                        if inside:
-                            assert s[a, bi * p + r, bj * p + c, kk] == w[a, bi, bj, kk]

@@ -36,11 +36,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink()
 
 
-def save_npz(path: str | os.PathLike, **arrays: Any) -> None:
-    """``np.savez_compressed`` written atomically (the name is kept exactly)."""
+def save_npz(path: str | os.PathLike, compressed: bool = True, **arrays: Any) -> None:
+    """``np.savez_compressed`` (or ``np.savez``) written atomically (the name is kept exactly)."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            (np.savez_compressed if compressed else np.savez)(fh, **arrays)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

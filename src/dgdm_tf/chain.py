@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import tensorflow as tf
 from dgdm_tf import atomic_io
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
-                              init_state, log_likelihood, make_sweep_fn, pad_input, pooled)
+                              init_state, log_likelihood, make_sweep_fn, pad_input)
 from dgdm_tf.ops import full_conv
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
@@ -166,7 +165,8 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
         arrs = _state_to_numpy(state)
         if acc is not None:
             arrs.update({f"acc_{k}": v for k, v in acc.items()})
-        atomic_io.save_npz(ck, fingerprint=np.array(fp), sweep=np.array(sweep_idx),
+        # uncompressed: compressing the float state every few sweeps costs seconds
+        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp), sweep=np.array(sweep_idx),
                            kept=np.asarray(kept), trace=np.array(json.dumps(rows)), **arrs)
 
     t_start = time.time()

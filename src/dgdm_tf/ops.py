@@ -52,16 +52,3 @@ def pool(s: tf.Tensor, p: int) -> tf.Tensor:
     s = tf.pad(s, [[0, 0], [0, nbh * p - hs], [0, nbw * p - ws], [0, 0]])
     s = tf.reshape(s, [-1, nbh, p, nbw, p, k])
     return tf.reduce_sum(s, axis=[2, 4])
-
-
-def block_state_to_dense(state: tf.Tensor, w: tf.Tensor, p: int, hs: int, ws: int):
-    """(N, nbh, nbw, K) block states (p*p = off) and values -> dense (Z, S) of (N, hs, ws, K)."""
-    state = tf.convert_to_tensor(state)
-    w = tf.convert_to_tensor(w)
-    onehot = tf.one_hot(state, p * p + 1, dtype=w.dtype)[..., : p * p]  # (N, nbh, nbw, K, p*p)
-    shp = tf.shape(onehot)
-    blocks = tf.reshape(onehot, tf.concat([shp[:4], [p, p]], 0))
-    z = tf.transpose(blocks, [0, 1, 4, 2, 5, 3])  # N, nbh, p, nbw, p, K
-    z = tf.reshape(z, [shp[0], shp[1] * p, shp[2] * p, shp[3]])[:, :hs, :ws, :]
-    s = unpool(w, z, p)
-    return z, s

@@ -83,10 +83,6 @@ class LayerModel:
         lag_w = (tw[None, :] - tw[:, None]) % geom.wx
         self.lag_index = tf.constant(lag_h * geom.wx + lag_w, dtype=tf.int32)
 
-    @property
-    def with_states(self):
-        return self.geom.n_states
-
 
 # ---------------------------------------------------------------------------------------
 # Layout helpers
