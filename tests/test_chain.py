@@ -78,3 +78,8 @@ def test_trace_tsv_and_progress(tmp_path):
     assert rows[0].split("\t") == chain.TRACE_COLUMNS
     assert len(rows) == 1 + 4 + 3 * 2
     assert any(m.startswith("sweep 10/10 (collect)") for m in lines)
+
+
+def test_pruning_without_burn_in_is_refused():
+    with pytest.raises(ValueError, match="pruning happens at the end of burn-in"):
+        chain.run_pretrain_layer(_data(), **{**ARGS, "burn_in": 0, "prune_min_usage": 0.1})

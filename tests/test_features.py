@@ -53,3 +53,10 @@ def test_mismatched_channels_are_refused():
     with pytest.raises(ValueError, match="expects 5 input channels, the input has 3"):
         infer_features(x, [d, np.zeros((3, 3, 5, 2), np.float32)], [p, 1], seed=0, burn_in=1,
                        collect=1, batch_size=4, gamma_ws=[1.0, 1.0], progress=None)
+
+
+def test_one_gamma_e_start_per_layer_is_required():
+    x, d, s, p = _model_data(n=4)
+    with pytest.raises(ValueError, match="gamma_e start per dictionary"):
+        infer_features(x, [d], [p], seed=0, burn_in=1, collect=1, batch_size=4,
+                       gamma_ws=[1.0], gamma_e_inits=[1.0, 2.0], progress=None)

@@ -55,9 +55,9 @@ def _state_from_numpy(arrs) -> PretrainState:
 
 
 def _trace_row(sweep: int, phase: str, state: PretrainState, model: LayerModel, x_norm: float,
-               seconds: float) -> dict:
+               seconds: float, used: np.ndarray) -> dict:
     g = model.geom
-    active = float(np.mean(usage(state, model)))
+    active = float(np.mean(used))
     return {"sweep": sweep, "phase": phase, "n_dict": g.k,
             "log_lik": float(log_likelihood(state, model)),
             "rel_residual": float(np.linalg.norm(np.asarray(state.resid)) / max(x_norm, 1e-30)),
@@ -123,6 +123,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     check_finite("layer input x", x)
     if burn_in < 0 or collect < 1 or thin < 1:
         raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    if prune_min_usage > 0 and burn_in == 0:
+        raise ValueError("pruning happens at the end of burn-in: with prune_min_usage > 0 "
+                         "set burn_in >= 1 (or prune_min_usage: 0)")
     say = progress or (lambda _m: None)
     hyp = Hyper.from_dict(hyper)
     n, h, w, c = x.shape
@@ -131,7 +134,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     total = burn_in + collect * thin
     fp = _fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
                       burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
-                      hyper=hyp.__dict__)
+                      hyper=hyp.__dict__, dict_init=dict_init)
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
     x_tf = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
@@ -166,8 +169,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
         if acc is not None:
             arrs.update({f"acc_{k}": v for k, v in acc.items()})
         # uncompressed: compressing the float state every few sweeps costs seconds
-        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp), sweep=np.array(sweep_idx),
-                           kept=np.asarray(kept), trace=np.array(json.dumps(rows)), **arrs)
+        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp),
+                           sweep=np.array(sweep_idx), kept=np.asarray(kept),
+                           trace=np.array(json.dumps(rows)), **arrs)
 
     t_start = time.time()
     for t in range(done, total):
@@ -177,13 +181,13 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
         phase = "burn-in" if t < burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", state.d)
         check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
-        row = _trace_row(t + 1, phase, state, model, x_norm, sec)
+        used = usage(state, model)
+        row = _trace_row(t + 1, phase, state, model, x_norm, sec, used)
         rows.append(row)
-        if t + 1 == burn_in or (burn_in == 0 and t == 0 and acc is None and prune_min_usage > 0):
-            u = usage(state, model)
-            keep_local = np.flatnonzero(u >= prune_min_usage)
+        if t + 1 == burn_in:
+            keep_local = np.flatnonzero(used >= prune_min_usage)
             if keep_local.size == 0:
-                keep_local = np.array([int(np.argmax(u))])
+                keep_local = np.array([int(np.argmax(used))])
             if keep_local.size < model.geom.k:
                 say(f"pruning: keeping {keep_local.size} of {model.geom.k} dictionary elements "
                     f"(usage >= {prune_min_usage})")
@@ -192,7 +196,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                 sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
         if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
             sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
-                      "usage": usage(state, model), "gamma_e": np.asarray(state.gamma_e),
+                      "usage": used, "gamma_e": np.asarray(state.gamma_e),
                       "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
             acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
         eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)

@@ -4,8 +4,8 @@ Layer by layer, bottom up: the local variables of each image (z, W, theta, gamma
 sampled with D and gamma_w held at their pretrained values; the posterior mean of the
 pooled feature maps over the collected sweeps (Rao-Blackwellised: the conditional
 expectation of each block at its draw, see ``pretrain.resample_zw``) is the next
-layer's input, as in pretraining. The top layer's averaged maps, flattened, are the features (SPEC sec. 1:
-MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
+layer's input, as in pretraining. The top layer's averaged maps, flattened, are the
+features (SPEC sec. 1: MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
 fold-in of (seed, layer, b), so features do not depend on how many batches ran before.
 """
 
@@ -67,7 +67,8 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
 def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
                    seed: int, burn_in: int, collect: int, batch_size: int,
                    gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
-                   hyper: dict | None = None, jit_compile: bool = False, progress: Callable[[str], None] | None = print) -> np.ndarray:
+                   hyper: dict | None = None, jit_compile: bool = False,
+                   progress: Callable[[str], None] | None = print) -> np.ndarray:
     """(N, F) top-layer features of ``x`` through every layer, samples averaged.
 
     ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w');
@@ -75,11 +76,12 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
     chain's gamma_e where pretraining left it rather than at 1 / Var(X_n): a chain started
     at a low precision turns blocks on only slowly, which short chains cannot afford.
     """
-    if not len(dictionaries) == len(pools) == len(gamma_ws):
-        raise ValueError("one pooling size and one gamma_w per dictionary are needed")
-    h = np.asarray(x, np.float32)
     if gamma_e_inits is None:
         gamma_e_inits = [None] * len(dictionaries)
+    # zip() would silently drop layers on a short list
+    if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_e_inits):
+        raise ValueError("one pooling size, gamma_w and gamma_e start per dictionary are needed")
+    h = np.asarray(x, np.float32)
     for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
         h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
                         collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,

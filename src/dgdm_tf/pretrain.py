@@ -124,11 +124,6 @@ def block_kernels(d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     return tf.transpose(kb, [3, 0, 1, 2, 4])
 
 
-def pooled(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """Pooled features X[l+1] (N, nbh, nbw, K) from block values: each block's sum."""
-    return _blocks_to_pooled(tf.reduce_sum(s, axis=-1), geom)
-
-
 def _blocks_to_pooled(v: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     """(Gh, Gw, K, N, nch, ncw) per-block values -> (N, nbh, nbw, K)."""
     g = geom
@@ -294,7 +289,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
             tiles0 = _colour_tiles(resid, g, a, b)
             s_ab = tf.reshape(state.s[a, b], [g.k, n * nb, p2])
             s_out = tf.TensorArray(tf.float32, size=g.k)
-            e_out = tf.TensorArray(tf.float32, size=g.k)
+            e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
             z_out = tf.TensorArray(tf.int32, size=g.k)
 
             def body(k, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
@@ -319,11 +314,13 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
                 c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
                 eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
                 s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
-                prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
-                expect = tf.reshape(tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1])
                 tiles = tiles - tf.matmul(s_new - s_old, kb[k], transpose_b=True)
+                if return_expected_pool:  # only the chains that average features pay for it
+                    prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
+                    e_out = e_out.write(k, tf.reshape(
+                        tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1]))
                 return (k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
-                        e_out.write(k, expect))
+                        e_out)
 
             _, tiles, s_out, z_out, e_out = tf.while_loop(
                 lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
@@ -331,9 +328,11 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
             resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
             s_row.append(tf.reshape(s_out.stack(), [g.k, n, g.nch, g.ncw, p2]))
             z_row.append(tf.reshape(z_out.stack(), [g.k, n, g.nch, g.ncw]))
-            e_row.append(tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw]))
+            if return_expected_pool:
+                e_row.append(tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw]))
         s_rows.append(tf.stack(s_row))
-        e_rows.append(tf.stack(e_row))
+        if return_expected_pool:
+            e_rows.append(tf.stack(e_row))
         z_rows.append(tf.stack(z_row))
     state = state._replace(s=tf.stack(s_rows), z=tf.stack(z_rows), resid=resid)
     if return_expected_pool:
@@ -439,8 +438,9 @@ def sweep(state: PretrainState, x: tf.Tensor, model: LayerModel, update_d: bool 
     """
     seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 6))
     state = state._replace(seed=seeds[0])
-    zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool=True))
-    state, expected = zw(state, x, seeds[1])
+    zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool))
+    out = zw(state, x, seeds[1])
+    state, expected = out if return_expected_pool else (out, None)
     if update_d:
         state = resample_d(state, x, model, seeds[2])
     state = resample_theta(state, x, model, seeds[3])
@@ -469,7 +469,7 @@ def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool
     zw_fn = None
     if jit_compile:
         zw_fn = tf.function(
-            lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool=True),
+            lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool),
             jit_compile=True)
     return tf.function(
         lambda st, x: sweep(st, x, model, update_d, update_gamma_w, return_expected_pool, zw_fn),
