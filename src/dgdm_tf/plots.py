@@ -1,4 +1,5 @@
-"""Figures a user looks at rather than reads: dictionaries and chain traces.
+"""Figures a user looks at rather than reads: dictionaries, chain traces, test error
+against wall time, and how benchmark throughput grows with the work.
 
 Matplotlib (via seaborn) with the non-interactive Agg backend; every figure is written
 atomically.
@@ -13,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
@@ -71,4 +73,119 @@ def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
         ax.set_ylabel(label)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    _save(fig, path)
+
+
+def _machine_text(machine: dict | str | None) -> str:
+    if not machine:
+        return ""
+    if isinstance(machine, dict):
+        machine = ", ".join(f"{k}: {v}" for k, v in machine.items())
+    return f"Machine: {machine}."
+
+
+def _caption(fig, lines: list[str]) -> None:
+    """Wrapped lines of small text under a figure's axes."""
+    import textwrap
+
+    text = "\n".join(textwrap.fill(l, 130) for l in lines if l)
+    if text:
+        fig.text(0.01, -0.02, text, ha="left", va="top", fontsize=6.5)
+
+
+def plot_error_vs_time(runs: dict, path: str | os.PathLike, title: str, *,
+                       labels: dict | None = None, missing: dict | None = None,
+                       machine: dict | str | None = None) -> None:
+    """Test error against wall time, one entry per method that has run.
+
+    ``runs``: method -> its metrics.json. A run with a per-epoch ``curve`` (the CNN) is
+    drawn as a line through (training seconds so far, test error) after each epoch; any
+    other run as one point at (``wall_seconds``, ``test_error_pct``), the wall time of
+    every rule that produced it. ``missing``: method -> why it is not shown, listed
+    under the plot (with the machine the times were measured on). Log time axis.
+    """
+    labels = labels or {}
+    missing = dict(missing or {})
+    sns.set_theme(style="whitegrid", font_scale=0.8)
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    palette = sns.color_palette("colorblind", max(3, len(runs)))
+    drawn = 0
+    for i, (method, m) in enumerate(runs.items()):
+        label = labels.get(method, method)
+        curve = m.get("curve") or []
+        if curve:
+            df = pd.DataFrame(curve)
+            sns.lineplot(data=df, x="seconds_cumulative", y="test_error_pct", ax=ax,
+                         marker="o", markersize=4, color=palette[i], sort=True,
+                         label=f"{label}: after each epoch (training time)")
+            last = df.iloc[-1]
+            ax.annotate(f"{last['test_error_pct']:.2f}%", (last["seconds_cumulative"],
+                        last["test_error_pct"]), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7, color=palette[i])
+        elif m.get("wall_seconds") is not None and m.get("test_error_pct") is not None:
+            x, y = float(m["wall_seconds"]), float(m["test_error_pct"])
+            ax.scatter([x], [y], s=60, marker="D", color=palette[i], zorder=3,
+                       label=f"{label} (total wall time)")
+            ax.annotate(f"{y:.2f}%", (x, y), textcoords="offset points", xytext=(5, 5),
+                        fontsize=7, color=palette[i])
+        else:
+            missing[method] = "its metrics.json has no wall time or test error"
+            continue
+        drawn += 1
+    if drawn:
+        ax.set_xscale("log")
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no run has finished yet", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("wall time (s, log scale)")
+    ax.set_ylabel("test error (%)")
+    ax.set_title(title, fontsize=9)
+    notes = []
+    if missing:
+        notes.append("Not shown: " + "; ".join(f"{labels.get(k, k)} ({v})"
+                                                for k, v in missing.items()) + ".")
+    _caption(fig, notes + [_machine_text(machine)])
+    _save(fig, path)
+
+
+def plot_scaling(rows, path: str | os.PathLike, *,
+                 machine: dict | str | None = None) -> None:
+    """Throughput (images/s) against batch size and against image side, one line per
+    benchmark (``dgdm_tf.benchmark.benchmark_scaling`` rows); log-log axes."""
+    df = pd.DataFrame(rows)
+    names = {"pretrain_sweep": "pretraining sweep, bottom layer",
+             "cnn_train_step": "CNN training step"}
+    if len(df):
+        df = df.dropna(subset=["images_per_s"]).assign(
+            kernel=lambda d: d["benchmark"].map(lambda b: names.get(b, b)))
+    sns.set_theme(style="whitegrid", font_scale=0.8)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6))
+    for ax, (series, xlab) in zip(axes, (("batch_size", "batch size (images)"),
+                                         ("image_side", "image side (pixels)"))):
+        part = df[df["sweep"] == series] if len(df) else df
+        if len(part):
+            sns.lineplot(data=part, x=series, y="images_per_s", hue="kernel", marker="o",
+                         ax=ax, legend=(series == "batch_size"))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            # plain numbers at the measured sizes, no minor-tick clutter
+            ticks = sorted(part[series].unique())
+            ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(t) for t in ticks]))
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            if series == "image_side":
+                b = int(part["batch_size"].iloc[0])
+                xlab += f", batch {b}"
+        else:
+            ax.text(0.5, 0.5, "no rows", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel(xlab)
+        ax.set_ylabel("images / s")
+    fig.suptitle("How cost grows with work: throughput vs batch size and image side",
+                 fontsize=9)
+    fig.tight_layout()
+    _caption(fig, [_machine_text(machine)])
     _save(fig, path)

@@ -140,8 +140,9 @@ def raw_dir(ds: str) -> str:
 
 def run_config(ds: str) -> dict:
     """What a run of dataset `ds` depends on: recorded in its results, compared on rerun
-    (the `methods` list is left out: enabling another method must not rerun this one)."""
-    block = {k: v for k, v in DATASETS[ds].items() if k != "methods"}
+    (the `methods` list and the CNN baseline's `cnn` block are left out: enabling another
+    method or changing the CNN must not rerun this one)."""
+    block = {k: v for k, v in DATASETS[ds].items() if k not in ("methods", "cnn")}
     return {"seed": config["seed"], "hyper": config["hyper"], "dataset": ds, "block": block}
 
 

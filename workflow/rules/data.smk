@@ -1,13 +1,21 @@
 # Data: fetch the raw files of a dataset, then prepare them into one .npz.
 
 
+def data_spec(ds: str) -> dict:
+    """The keys of datasets.<ds> the data rules read: not `methods` nor the settings
+    blocks of the methods (model, pretrain, features, svm, cnn, ...: every mapping), so
+    that changing how a method runs does not prepare the data again (which would rerun
+    every method of the dataset)."""
+    return {k: v for k, v in ds_cfg(ds).items() if k != "methods" and not isinstance(v, dict)}
+
+
 rule download:
     """Fetch (or, for data that cannot be downloaded, check) the raw files of {ds}.
     Raises the data module's DatasetMissingError, saying what to put where."""
     output:
         "results/{ds}/data/fetch.json",
     params:
-        spec=lambda wc: ds_cfg(wc.ds),
+        spec=lambda wc: data_spec(wc.ds),
         raw_dir=lambda wc: raw_dir(wc.ds),
     log:
         "results/logs/download/{ds}.log",
@@ -28,7 +36,7 @@ rule prepare:
         npz="results/{ds}/data/prepared.npz",
         summary="results/{ds}/data/summary.json",
     params:
-        spec=lambda wc: ds_cfg(wc.ds),
+        spec=lambda wc: data_spec(wc.ds),
         raw_dir=lambda wc: raw_dir(wc.ds),
         seed=config["seed"],
     log:

@@ -98,3 +98,15 @@ def plain(obj):
     if isinstance(obj, (list, tuple)):
         return [plain(v) for v in obj]
     return obj
+
+
+def write_resolved_config(path, config_files, method: str, run_cfg: dict) -> None:
+    """A run directory's config.yaml: the config file(s), the method and the run's
+    resolved config (defaults filled in), written atomically."""
+    import yaml
+
+    from dgdm_tf import atomic_io
+
+    resolved = {"config_files": list(config_files), "method": method, **run_cfg}
+    atomic_io.write_text(path, "# resolved config of this run (defaults filled in)\n"
+                         + yaml.safe_dump(resolved, sort_keys=False))

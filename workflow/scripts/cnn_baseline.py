@@ -1,0 +1,96 @@
+"""rule cnn: the CNN baseline "CNN, same shape" (dgdm_tf.cnn.train_cnn) on the n_train /
+n_test subsets the SVM uses; metrics.json (with the per-epoch curve), curve.csv,
+predictions.csv and the run's resolved config (config.yaml) in results/{ds}/cnn/."""
+
+import json
+import platform
+import time
+
+from _common import (elapsed, plain, progress, seed_for, start, subset_indices,
+                     write_resolved_config)
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import dgdm_tf  # noqa: E402
+from dgdm_tf import atomic_io, benchmark, cnn, data  # noqa: E402
+
+ds = snakemake.wildcards.ds
+method = snakemake.params.method
+run_cfg = plain(snakemake.params.run_config)
+seed = int(run_cfg["seed"])
+block = run_cfg["block"]
+ccfg = block["cnn"]
+layers = block["model"]["layers"]
+
+d = data.load_prepared(snakemake.input.data)
+n_classes = len(d["class_names"]) if "class_names" in d else int(
+    max(d["y_train"].max(), d["y_test"].max()) + 1)
+split = {}
+for name, size in (("train", block["n_train"]), ("test", block["n_test"])):
+    x_all, y_all = d[f"x_{name}"], d[f"y_{name}"]
+    # the same seeded subsets as the features / SVM of pretrained_svm
+    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", name), labels=y_all)
+    split[name] = (np.ascontiguousarray(x_all[idx], dtype=np.float32),
+                   np.asarray(y_all[idx], dtype=np.int64), idx)
+    progress(f"{ds}: {len(idx)} of {len(x_all)} {name} images")
+del d
+
+(x_train, y_train, _), (x_test, y_test, idx_test) = split["train"], split["test"]
+out = cnn.train_cnn(x_train, y_train, x_test, y_test, layers=layers, n_classes=n_classes,
+                    epochs=int(ccfg["epochs"]), batch_size=int(ccfg["batch_size"]),
+                    fc_units=int(ccfg["fc_units"]), dropout=float(ccfg["dropout"]),
+                    learning_rate=float(ccfg["learning_rate"]),
+                    seed=seed_for(seed, ds, method), progress=progress)
+progress(f"{ds}: CNN test error {out['test_error_pct']:.2f}% after {ccfg['epochs']} epochs "
+         f"(best {out['best_test_error_pct']:.2f}% at epoch {out['best_epoch']}), train "
+         f"error {out['train_error_pct']:.2f}%, {out['train_seconds']:.1f} s training")
+
+curve = pd.DataFrame(out["curve"])
+with atomic_io.atomic_path(snakemake.output.curve) as tmp:
+    curve[["epoch", "seconds_cumulative", "test_error_pct", "train_loss", "epoch_seconds",
+           "eval_seconds"]].to_csv(tmp, index=False, float_format="%.6g")
+pred = pd.DataFrame({"test_index": idx_test, "label": y_test,
+                     "predicted": out["test_predictions"]})
+with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
+    pred.to_csv(tmp, index=False)
+
+summary = json.loads(open(snakemake.input.summary).read())
+by_step = {"prepare": float(summary.get("seconds", 0.0)), "cnn": elapsed()}
+write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
+metrics = {
+    "dataset": ds,
+    "method": method,
+    "test_error_pct": out["test_error_pct"],
+    "test_accuracy_pct": 100.0 - out["test_error_pct"],
+    "train_error_pct": out["train_error_pct"],
+    "best_test_error_pct": out["best_test_error_pct"],
+    "best_epoch": out["best_epoch"],
+    "n_train": int(len(y_train)),
+    "n_test": int(len(y_test)),
+    "n_classes": n_classes,
+    "n_params": out["n_params"],
+    "conv_shapes": out["conv_shapes"],
+    "curve": out["curve"],
+    "train_seconds": out["train_seconds"],
+    "train_images_per_s": out["train_images_per_s"],
+    "inference_images_per_s": out["inference_images_per_s"],
+    "peak_rss_mb": out["peak_rss_mb"],
+    "deterministic": out["deterministic"],
+    "wall_seconds": float(sum(by_step.values())),
+    "wall_seconds_by_step": by_step,
+    "seed": seed,
+    "config_file": ", ".join(snakemake.params.config_files),
+    "config": block,
+    "machine": benchmark.machine_info(),
+    "threads": int(snakemake.threads),
+    "dgdm_tf_version": dgdm_tf.__version__,
+    "tensorflow": tf.__version__,
+    "python": platform.python_version(),
+    "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+}
+atomic_io.write_json(snakemake.output.metrics, metrics)
+progress(f"done in {elapsed():.1f} s")
