@@ -234,12 +234,45 @@ def test_smoke_benchmarks(smoke_run):
     assert "Pretraining sweeps against the floor" in md
     for rule in ("pretrain_layer", "features", "svm", "prepare"):
         assert f"| {rule} |" in md, rule
-    csv = (repo / "results" / "benchmarks.csv").read_text().splitlines()
+    import pandas as pd
+
+    csv = pd.read_csv(repo / "results" / "benchmarks.csv")
+    sweeps = csv[csv["benchmark"] == "pretrain_sweep"]  # the CNN's rows follow them
     # one row per layer and compilation mode (graph, XLA) at the one batch size
-    assert len(csv) == 1 + 2 * 2
-    header = csv[0].split(",")
-    jit = [row.split(",")[header.index("jit_compile")] for row in csv[1:]]
-    assert sorted(jit) == ["False", "False", "True", "True"]
+    assert len(sweeps) == 2 * 2
+    assert sorted(sweeps["jit_compile"].astype(str)) == ["False", "False", "True", "True"]
+
+
+@pytest.mark.slow
+def test_smoke_top_down_model_outputs(smoke_run):
+    """Refinement, the unsupervised + SVM row, generation, missing data, diagnostics."""
+    repo, _ = smoke_run
+    md = (repo / "results" / "tables.md").read_text()
+    row = next(l for l in md.splitlines() if l.startswith("| Our unsupervised model"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert 0.0 <= float(cells[1]) <= 100.0 and cells[2] == "0.52" and cells[4] == "60 / 40"
+    m = json.loads((repo / "results/mnist_smoke/unsupervised_svm/metrics.json").read_text())
+    assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
+                                              "refine", "topdown_features", "svm"}
+    assert m["refine_n_images"] == 40 and m["n_features"] == 2 * 2 * m["dict_sizes"][-1]
+    assert 0.0 <= m["pretrained_same_subset_test_error_pct"] <= 100.0
+    inp = json.loads((repo / "results/mnist_smoke/inpainting/metrics.json").read_text())
+    assert set(inp["hidden_pixels"]) == {"refined", "pretrained", "mean_fill"}
+    assert inp["hidden_fraction"] == pytest.approx(0.5)
+    for v in inp["hidden_pixels"].values():
+        assert v["mse"] > 0 and np.isfinite(v["psnr_db"])
+    assert "missing-data interpolation" in md
+    for name in ("generated", "inpainting", "refine_trace", "top_dictionary_refined",
+                 "top_dictionary_pretrained"):
+        png = repo / f"results/mnist_smoke/figures/{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    import pandas as pd
+
+    trace = pd.read_csv(repo / "results/mnist_smoke/refine/trace.csv")
+    assert list(trace["sweep"]) == [1, 2, 3, 4]
+    assert {"log_joint", "gamma_e_mean", "active_top", "active_layer1", "accept_d2"} <= set(trace)
+    assert np.all(np.isfinite(trace["log_joint"]))
+    assert not (repo / "results/mnist_smoke/refine/ckpt").exists()
 
 
 @pytest.mark.slow

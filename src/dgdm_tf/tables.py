@@ -1,8 +1,8 @@
 """``results/tables.md``: our numbers beside the paper's, one table per configured dataset.
 
 Input: the workflow config's ``datasets`` mapping and the ``metrics.json`` of every run
-(``results/{dataset}/{method}/metrics.json``, written by the ``svm`` rule). Output:
-Markdown, one table per dataset, one row per method of the paper's table for it
+(``results/{dataset}/{method}/metrics.json``, written by the ``svm`` and ``cnn`` rules).
+Output: Markdown, one table per dataset, one row per method of the paper's table for it
 (:mod:`dgdm_tf.paper`), columns: method, ours, paper, config file, data size
 (train / test), wall time. Rows of the paper's peers show "—" for ours; rows of our
 methods that did not run say why. Nothing is computed here that a run did not record.
@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from .paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 
 #: methods the workflow has rules for (keep in sync with the config schema's enum)
-IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm",)
+IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "cnn")
 
 DASH = "—"
 
@@ -36,7 +36,25 @@ def load_metrics(results_dir: str | os.PathLike, datasets: Mapping[str, Mapping[
             p = metrics_path(results_dir, ds, method)
             if p.exists():
                 out[(ds, method)] = json.loads(p.read_text())
+        p = Path(results_dir) / ds / "inpainting" / "metrics.json"
+        if p.exists():  # missing-data interpolation: a table of its own under the dataset's
+            out[(ds, "inpainting")] = json.loads(p.read_text())
     return out
+
+
+def render_inpainting(ds: str, m: Mapping[str, Any]) -> str:
+    """The missing-data scores of ``results/<ds>/inpainting/metrics.json``."""
+    labels = {"refined": "top-down model, refined dictionaries",
+              "pretrained": "top-down model, pretrained dictionaries",
+              "mean_fill": "mean training image"}
+    out = [f"### `{ds}`: missing-data interpolation ({m.get('mask')} of each image hidden, "
+           f"{m.get('n_images')} test images; the paper shows figures only)", "",
+           _row(["reconstruction", "MSE on hidden pixels", "PSNR on hidden pixels (dB)"]),
+           _row(["---"] * 3)]
+    for key, sc in (m.get("hidden_pixels") or {}).items():
+        out.append(_row([labels.get(key, key), f"{sc['mse']:.5f}", f"{sc['psnr_db']:.2f}"]))
+    out += ["", f"Figure: `results/{ds}/figures/inpainting.png`.", ""]
+    return "\n".join(out)
 
 
 def format_seconds(s: float | None) -> str:
@@ -87,15 +105,25 @@ def _row(cells: list[str]) -> str:
 
 def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
     """One line with the settings a run used, read from its metrics.json."""
+    if method == "cnn":
+        return _cnn_note(m)
     cfg = m.get("config", {}) or {}
     bits = []
     pre = cfg.get("pretrain") or {}
+    ref = cfg.get("refine") or {}
+    if method == "unsupervised_svm" and ref:
+        td = cfg.get("topdown_features") or {}
+        bits.append(
+            f"joint refinement of all layers on {m.get('refine_n_images', ref.get('n_images'))} "
+            f"images, {ref.get('burn_in')} burn-in + {ref.get('collect')} x {ref.get('thin')} "
+            f"collection sweeps; top-down features: {td.get('burn_in')} burn-in + "
+            f"{td.get('collect')} collection sweeps")
     if pre:
         bits.append(
             f"pretraining on {m.get('pretrain_n_images', pre.get('n_images'))} images, "
             f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps per layer")
     feat = cfg.get("features") or {}
-    if feat:
+    if feat and method != "unsupervised_svm":
         bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
                     "collection sweeps")
     svm = cfg.get("svm") or {}
@@ -106,7 +134,30 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
                     + ", ".join(str(k) for k in m["dict_sizes"]))
     if m.get("train_error_pct") is not None:
         bits.append(f"train error {m['train_error_pct']:.2f}%")
+    if m.get("pretrained_same_subset_test_error_pct") is not None:
+        bits.append("the same SVM on the pretrained features of the same images: test error "
+                    f"{m['pretrained_same_subset_test_error_pct']:.2f}%")
     return f"`{method}` ran with " + "; ".join(bits) + "." if bits else ""
+
+
+def _cnn_note(m: Mapping[str, Any]) -> str:
+    """The CNN baseline's settings and its best epoch, from its metrics.json."""
+    cfg = m.get("config", {}) or {}
+    c = cfg.get("cnn") or {}
+    layers = (cfg.get("model") or {}).get("layers") or []
+    convs = ", ".join(f"{L['dict_size']}x{L['dict_size']}x{L['n_dict']}"
+                      + (f" + {L['pool']}x{L['pool']} max-pool" if L.get("pool", 1) > 1 else "")
+                      for L in layers)
+    bits = [f"conv {convs}" if convs else "",
+            f"2 FC {c.get('fc_units')} with dropout {c.get('dropout')}",
+            f"Adam {c.get('learning_rate')}, batch {c.get('batch_size')}, "
+            f"{len(m.get('curve') or [])} epochs"]
+    if m.get("best_test_error_pct") is not None:
+        bits.append(f"best test error {m['best_test_error_pct']:.2f}% "
+                    f"(epoch {m.get('best_epoch')}; the row shows the last epoch)")
+    if m.get("train_error_pct") is not None:
+        bits.append(f"train error {m['train_error_pct']:.2f}%")
+    return "`cnn` ran with " + "; ".join(b for b in bits if b) + "."
 
 
 def render_dataset_table(ds: str, block: Mapping[str, Any],
@@ -164,6 +215,8 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
     for n in notes + (list(table.notes) if table is not None else []):
         out.append(n)
         out.append("")
+    if (ds, "inpainting") in metrics:
+        out.append(render_inpainting(ds, metrics[(ds, "inpainting")]))
     return "\n".join(out)
 
 
@@ -181,9 +234,41 @@ def render_tables(datasets: Mapping[str, Mapping[str, Any]],
         "(a peer we do not rerun, or a row the paper does not report). Our runs may "
         "use subsets and shorter chains than the paper: the data size column and the "
         "notes under each table say what ran. Wall time is summed over the rules that "
-        "produced the number (prepare, pretraining layers, features, SVM).",
+        "produced the number (prepare, pretraining layers, features, SVM; for the CNN: "
+        "prepare, then training and scoring).",
         "",
     ]
     body = [render_dataset_table(ds, block, metrics, implemented=implemented)
             for ds, block in datasets.items()]
     return "\n".join(head + body).rstrip() + "\n"
+
+
+def dataset_methods(block: Mapping[str, Any],
+                    implemented: Iterable[str] = IMPLEMENTED_METHODS) -> list[str]:
+    """The methods a dataset's table has rows for (its paper table's rows of ours, in
+    order), then its enabled and the implemented methods not among them."""
+    table = PAPER_TABLES.get(block.get("paper_table") or "")
+    rows = [r.method for r in table.rows if r.method] if table is not None else []
+    return list(dict.fromkeys(rows + list(block.get("methods", []) or []) + list(implemented)))
+
+
+def runs_of_dataset(results_dir: str | os.PathLike, ds: str, block: Mapping[str, Any], *,
+                    implemented: Iterable[str] = IMPLEMENTED_METHODS
+                    ) -> tuple[dict[str, dict], dict[str, str]]:
+    """(method -> metrics.json of every enabled run that exists, method -> why there is
+    none) over :func:`dataset_methods`, for figures that show what has run."""
+    implemented = tuple(implemented)
+    enabled = list(block.get("methods", []) or [])
+    runs: dict[str, dict] = {}
+    missing: dict[str, str] = {}
+    for method in dataset_methods(block, implemented):
+        p = metrics_path(results_dir, ds, method)
+        if method in enabled and p.exists():
+            runs[method] = json.loads(p.read_text())
+        elif method in enabled:
+            missing[method] = f"no {p}"
+        elif method in implemented:
+            missing[method] = f"not enabled in datasets.{ds}.methods"
+        else:
+            missing[method] = "not implemented yet"
+    return runs, missing

@@ -1,5 +1,7 @@
 # Benchmarks: pretraining sweep speed against the convolution floor (dgdm_tf.benchmark),
-# plus the wall time and peak memory of every workflow job (Snakemake `benchmark:` files).
+# the CNN baseline's training step and inference, how both grow with batch size and image
+# side, plus the wall time and peak memory of every workflow job (Snakemake `benchmark:`
+# files).
 
 
 rule benchmark_layers:
@@ -25,20 +27,105 @@ rule benchmark_layers:
         "../scripts/benchmark_layers.py"
 
 
+def benchmark_params(wc) -> dict:
+    """The benchmarked dataset's layers and CNN settings."""
+    block = ds_cfg(benchmark_dataset())
+    return {"layers": block["model"]["layers"], "cnn": block["cnn"]}
+
+
+rule benchmark_cnn:
+    """The CNN baseline's training step and inference at benchmark.batch_sizes."""
+    input:
+        summary=lambda wc: f"results/{benchmark_dataset()}/data/summary.json",
+    output:
+        "results/benchmarks/cnn.csv",
+    params:
+        dataset=benchmark_dataset(),
+        layers=lambda wc: benchmark_params(wc)["layers"],
+        cnn=lambda wc: benchmark_params(wc)["cnn"],
+        benchmark=config["benchmark"],
+        seed=config["seed"],
+    log:
+        "results/logs/benchmark_cnn/benchmark_cnn.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_cnn/benchmark_cnn.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_cnn"),
+    script:
+        "../scripts/benchmark_cnn.py"
+
+
+rule benchmark_scaling:
+    """Throughput of a bottom-layer pretraining sweep and of a CNN training step against
+    batch size and image side (benchmark.scaling_*)."""
+    input:
+        summary=lambda wc: f"results/{benchmark_dataset()}/data/summary.json",
+    output:
+        "results/benchmarks/scaling.csv",
+    params:
+        dataset=benchmark_dataset(),
+        layers=lambda wc: benchmark_params(wc)["layers"],
+        cnn=lambda wc: benchmark_params(wc)["cnn"],
+        benchmark=config["benchmark"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/benchmark_scaling/benchmark_scaling.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_scaling/benchmark_scaling.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_scaling"),
+    script:
+        "../scripts/benchmark_cnn.py"
+
+
+rule benchmark_refine:
+    """The top-down sampler's sweeps and steps against the floor (benchmark.refine_batch_sizes)."""
+    input:
+        summary=lambda wc: f"results/{benchmark_dataset()}/data/summary.json",
+    output:
+        "results/benchmarks/refine.csv",
+    params:
+        dataset=benchmark_dataset(),
+        layers=lambda wc: benchmark_params(wc)["layers"],
+        n_leapfrog=lambda wc: ds_cfg(benchmark_dataset())["refine"]["n_leapfrog"],
+        benchmark=config["benchmark"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/benchmark_refine/benchmark_refine.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_refine/benchmark_refine.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_refine"),
+    script:
+        "../scripts/benchmark_refine.py"
+
+
 rule benchmarks:
     """Collects results/benchmarks/rules/**/*.tsv of the jobs that have run; it needs
-    tables.md so that the whole workflow has run before it looks."""
+    tables.md so that the whole workflow has run before it looks (and the metrics of
+    the pretrained_svm and cnn runs are there for the time-to-accuracy ratio)."""
     input:
         layers="results/benchmarks/pretrain_layers.csv",
+        cnn="results/benchmarks/cnn.csv",
+        scaling="results/benchmarks/scaling.csv",
+        refine="results/benchmarks/refine.csv",
         machine="results/benchmarks/machine.json",
         tables="results/tables.md",
     output:
         md="results/benchmarks.md",
         csv="results/benchmarks.csv",
         rules_csv="results/benchmarks_rules.csv",
+        scaling_csv="results/benchmarks_scaling.csv",
+        scaling_png="results/benchmarks_scaling.png",
     params:
         rules_dir="results/benchmarks/rules",
         config_files=CONFIG_FILES,
+        datasets=DATASETS,
     log:
         "results/logs/benchmarks/benchmarks.log",
     benchmark:

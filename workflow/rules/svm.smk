@@ -1,25 +1,38 @@
 # The Bayesian SVM on the features: metrics.json, predictions.csv and the run's config.
 
 
+def svm_inputs(wc):
+    """The features of method {method}, plus what produced them (for the wall time)."""
+    out = {"features": f"results/{wc.ds}/{wc.method}/features.npz",
+           "summary": f"results/{wc.ds}/data/summary.json",
+           "layers": all_layer_files(wc)}
+    if wc.method == "unsupervised_svm":
+        out["refine"] = f"results/{wc.ds}/refine/model.npz"
+        # the same SVM on the pretrained features of the same images: what refinement adds
+        out["pretrained_features"] = f"results/{wc.ds}/pretrained_svm/features.npz"
+    return out
+
+
 rule svm:
-    """One-vs-all Bayesian SVM (Polson & Scott 2011) on {ds}'s pretrained features."""
+    """One-vs-all Bayesian SVM (Polson & Scott 2011) on {ds}'s features of {method}:
+    pretrained (pretrained_svm) or refined top-down (unsupervised_svm)."""
     input:
-        features="results/{ds}/pretrained_svm/features.npz",
-        summary="results/{ds}/data/summary.json",
-        layers=all_layer_files,
+        unpack(svm_inputs),
     output:
-        metrics="results/{ds}/pretrained_svm/metrics.json",
-        predictions="results/{ds}/pretrained_svm/predictions.csv",
-        config="results/{ds}/pretrained_svm/config.yaml",
+        metrics="results/{ds}/{method}/metrics.json",
+        predictions="results/{ds}/{method}/predictions.csv",
+        config="results/{ds}/{method}/config.yaml",
+    wildcard_constraints:
+        method="pretrained_svm|unsupervised_svm",
     params:
         svm=lambda wc: ds_cfg(wc.ds)["svm"],
         run_config=lambda wc: run_config(wc.ds),
         config_files=CONFIG_FILES,
-        method="pretrained_svm",
+        method=lambda wc: wc.method,
     log:
-        "results/logs/svm/{ds}.log",
+        "results/logs/svm/{ds}_{method}.log",
     benchmark:
-        "results/benchmarks/rules/svm/{ds}.tsv"
+        "results/benchmarks/rules/svm/{ds}_{method}.tsv"
     threads: HEAVY_THREADS
     resources:
         **res("svm"),

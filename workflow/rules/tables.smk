@@ -4,6 +4,13 @@
 rule tables:
     input:
         [f"results/{ds}/{method}/metrics.json" for ds, method in enabled_runs()],
+        # the test error vs wall time figure of every dataset that runs a method
+        figures=[f"results/{ds}/figures/error_vs_time.png" for ds, b in DATASETS.items()
+                 if b["methods"]],
+        # the top-down model's figures and missing-data scores, where it is refined
+        topdown=[f"results/{ds}/{f}" for ds, b in DATASETS.items()
+                 if "unsupervised_svm" in b["methods"]
+                 for f in ("inpainting/metrics.json", "figures/generated.png")],
     output:
         "results/tables.md",
     params:

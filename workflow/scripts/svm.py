@@ -41,6 +41,22 @@ test_err = 100.0 * float(np.mean(pred_test != y_test))
 train_err = 100.0 * float(np.mean(pred_train != y_train))
 progress(f"{ds}: test error {test_err:.2f}%, train error {train_err:.2f}%")
 
+same_subset = None
+if "pretrained_features" in snakemake.input.keys():
+    # reference: the same SVM on the pretrained features of exactly these images
+    with np.load(snakemake.input.pretrained_features) as z:
+        rows = {int(i): r for r, i in enumerate(z["idx_train"])}
+        rows_t = {int(i): r for r, i in enumerate(z["idx_test"])}
+        with np.load(snakemake.input.features) as zz:
+            tr, te = zz["idx_train"], zz["idx_test"]
+        if all(int(i) in rows for i in tr) and all(int(i) in rows_t for i in te):
+            pf_tr = z["f_train"][[rows[int(i)] for i in tr]]
+            pf_te = z["f_test"][[rows_t[int(i)] for i in te]]
+            ref = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm_ref"),
+                              progress=progress, **svm_kwargs).fit(pf_tr, y_train)
+            same_subset = 100.0 * float(np.mean(np.asarray(ref.predict(pf_te)) != y_test))
+            progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
+
 # wall time of the run: every rule that produced this number
 summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0))}
@@ -54,7 +70,15 @@ for i, path in enumerate(snakemake.input.layers, start=1):
         dict_sizes.append(int(np.shape(z["D"])[-1]))
         if i == 1:
             n_pre = int(z["n_input"])
-by_step["features"] = features_seconds
+if "refine" in snakemake.input.keys():
+    with np.load(snakemake.input.refine) as z:
+        by_step["refine"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+        refine_n_images = int(len(z["image_indices"]))
+        dict_sizes = [int(np.shape(z[f"D{l + 1}"])[-1]) for l in range(int(z["n_layers"]))]
+    by_step["topdown_features"] = features_seconds
+else:
+    refine_n_images = None
+    by_step["features"] = features_seconds
 by_step["svm"] = elapsed()
 
 pred = pd.DataFrame({"test_index": idx_test, "label": y_test, "predicted": pred_test})
@@ -78,6 +102,8 @@ metrics = {
     "n_classes": n_classes,
     "n_features": int(f_train.shape[1]),
     "pretrain_n_images": n_pre,
+    "refine_n_images": refine_n_images,
+    "pretrained_same_subset_test_error_pct": same_subset,
     "dict_sizes": dict_sizes,
     "wall_seconds": float(sum(by_step.values())),
     "wall_seconds_by_step": by_step,

@@ -1,0 +1,279 @@
+"""Driver of the top-down sampler: joint refinement (burn-in, collection, thinning,
+checkpoints, per-sweep trace) and inference with the dictionaries fixed (features,
+missing data). Kernels are in :mod:`dgdm_tf.deep_gibbs`, diagnostics in the trace.
+
+Refinement (SPEC sec. 3): start from the pretrained dictionaries, ``burn_in`` sweeps
+(the HMC step sizes of D[l >= 1] adapt here only), then ``collect`` draws one every
+``thin`` sweeps; the dictionaries, precisions and usage statistics are averaged over the
+draws. The chain is restartable like pretraining: the whole state (with the seed it
+carries), the collection sums and the trace are checkpointed atomically every
+``checkpoint_every`` sweeps, and a rerun with the same inputs resumes from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf import atomic_io
+from dgdm_tf import deep_gibbs as G
+from dgdm_tf.chain import check_finite
+from dgdm_tf.deep_model import DeepModel, generate
+
+
+def trace_columns(model: DeepModel) -> list[str]:
+    cols = ["sweep", "phase", "log_joint", "rel_residual", "gamma_e_mean", "gamma_s",
+            "active_top"]
+    cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
+    cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
+    return cols + ["seconds"]
+
+
+def _trace_row(sweep, phase, st: G.DeepState, x, model: DeepModel, x_norm, stats, seconds, mask=None):
+    row = {"sweep": sweep, "phase": phase,
+           "log_joint": float(G.log_joint(st, x, model, mask)),
+           "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
+           "gamma_e_mean": float(np.mean(np.asarray(st.gamma_e))),
+           "gamma_s": float(st.gamma_s), "active_top": float(np.mean(np.asarray(st.on)))}
+    for l, g in enumerate(model.geoms[:-1]):
+        row[f"active_layer{l + 1}"] = float(np.mean(np.asarray(st.z[l]) != g.off))
+    acc = np.asarray(stats["accept"])
+    for l in range(1, model.n_layers):
+        row[f"accept_d{l + 1}"] = float(acc[l])
+    row["seconds"] = seconds
+    return row
+
+
+def write_trace_csv(path, rows: list[dict], columns: list[str]) -> None:
+    lines = [",".join(columns)]
+    for r in rows:
+        lines.append(",".join(f"{r[c]:.7g}" if isinstance(r[c], float) else str(r[c]) for c in columns))
+    atomic_io.write_text(path, "\n".join(lines) + "\n")
+
+
+def _fingerprint(x: np.ndarray, dictionaries, **kwargs) -> str:
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(x).tobytes())
+    for d in dictionaries:
+        h.update(np.ascontiguousarray(d).tobytes())
+    h.update(json.dumps(kwargs, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _state_to_numpy(st: G.DeepState) -> dict:
+    out = {}
+    for name, v in st._asdict().items():
+        if isinstance(v, tuple):
+            out[f"state_{name}_n"] = np.array(len(v))
+            for i, t in enumerate(v):
+                out[f"state_{name}_{i}"] = np.asarray(t)
+        else:
+            out[f"state_{name}"] = np.asarray(v)
+    return out
+
+
+def _state_from_numpy(z) -> G.DeepState:
+    kw = {}
+    for name in G.DeepState._fields:
+        if f"state_{name}_n" in z:
+            kw[name] = tuple(tf.constant(z[f"state_{name}_{i}"]) for i in range(int(z[f"state_{name}_n"])))
+        else:
+            kw[name] = tf.constant(z[f"state_{name}"])
+    return G.DeepState(**kw)
+
+
+def _averages(st: G.DeepState, model: DeepModel) -> dict:
+    """Per-draw statistics the collection averages: dictionaries, precisions, usage."""
+    out = {f"d{l}": np.asarray(d) for l, d in enumerate(st.d)}
+    out["gamma_s"] = np.asarray(st.gamma_s)
+    out["gamma_e"] = np.asarray(st.gamma_e)
+    out["on_rate"] = np.asarray(st.on).mean(axis=(0, 1, 2))  # K_top
+    for l, g in enumerate(model.geoms[:-1]):
+        counts = np.eye(g.n_states, dtype=np.float32)[np.asarray(st.z[l])].mean(axis=(0, 1, 2))
+        out[f"theta{l}"] = counts  # K, S: how often each block state is used
+    return out
+
+
+def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
+               seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
+               gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
+               n_leapfrog: int = 10, checkpoint_dir=None, checkpoint_every: int = 10,
+               trace_path=None, progress: Callable[[str], None] | None = print,
+               stop_after: int | None = None) -> dict | None:
+    """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
+
+    Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
+    'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
+    'features': (N, F) Rao-Blackwellised posterior mean of S[L-1] of the images,
+    'sweeps', 'seconds', 'trace'}; None when ``stop_after`` ended the run early.
+    """
+    x = np.asarray(x, np.float32)
+    if x.ndim != 4:
+        raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
+    check_finite("refinement input x", x)
+    if burn_in < 0 or collect < 1 or thin < 1:
+        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    say = progress or (lambda _m: None)
+    ks = [int(np.shape(d)[-1]) for d in dictionaries]
+    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    total = burn_in + collect * thin
+    fp = _fingerprint(x, dictionaries, layers=list(layers), seed=seed, burn_in=burn_in,
+                      collect=collect, thin=thin, hyper=model.hyper.__dict__,
+                      gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog)
+    ck = Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None
+    xt = tf.constant(x)
+    x_norm = float(np.linalg.norm(x))
+    cols = trace_columns(model)
+    done, rows, acc, state = 0, [], None, None
+    if ck is not None and ck.exists():
+        with np.load(ck, allow_pickle=False) as z:
+            if str(z["fingerprint"]) == fp:
+                done, rows = int(z["sweep"]), json.loads(str(z["trace"]))
+                state = _state_from_numpy(z)
+                if "acc_count" in z:
+                    acc = {k[4:]: z[k] for k in z.files if k.startswith("acc_")}
+                say(f"resuming refinement from checkpoint at sweep {done}/{total} ({ck})")
+            else:
+                say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
+    if state is None:
+        state = G.init_state(x, model, dictionaries, tf.constant([seed, 0xDEE9], tf.int32),
+                             gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init)
+    burn_fn = G.make_sweep_fn(model, adapt=True, n_leapfrog=n_leapfrog)
+    coll_fn = G.make_sweep_fn(model, adapt=False, n_leapfrog=n_leapfrog)
+
+    def save(sweep_idx):
+        if ck is None:
+            return
+        arrs = _state_to_numpy(state)
+        if acc is not None:
+            arrs.update({f"acc_{k}": v for k, v in acc.items()})
+        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp),
+                           sweep=np.array(sweep_idx), trace=np.array(json.dumps(rows)), **arrs)
+
+    t_start = time.time()
+    for t in range(done, total):
+        t0 = time.time()
+        phase = "burn-in" if t < burn_in else "collect"
+        state, stats = (burn_fn if phase == "burn-in" else coll_fn)(state, xt)
+        sec = time.time() - t0
+        for l, d in enumerate(state.d):
+            check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
+        check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
+        row = _trace_row(t + 1, phase, state, xt, model, x_norm, stats, sec)
+        rows.append(row)
+        if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
+            sample = _averages(state, model)
+            sample["features"] = np.asarray(stats["expected_top"]).reshape(len(x), -1)
+            sample["count"] = np.array(1.0)
+            acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
+        eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)
+        say(f"refine sweep {t + 1}/{total} ({phase}) log joint {row['log_joint']:.6g} "
+            f"rel.resid={row['rel_residual']:.4f} active top={row['active_top']:.3f} "
+            f"gamma_e={row['gamma_e_mean']:.4g} {sec:.2f} s/sweep, ETA {eta:.0f} s")
+        if trace_path:
+            write_trace_csv(trace_path, rows, cols)
+        if (t + 1) % checkpoint_every == 0 or t + 1 == total:
+            save(t + 1)
+        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
+            return None
+    cnt = float(acc["count"])
+    return {"D": [(acc[f"d{l}"] / cnt).astype(np.float32) for l in range(model.n_layers)],
+            "gamma_s": float(acc["gamma_s"] / cnt), "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
+            "on_rate": (acc["on_rate"] / cnt).astype(np.float32),
+            "theta": [(acc[f"theta{l}"] / cnt).astype(np.float32) for l in range(model.n_layers - 1)],
+            "features": (acc["features"] / cnt).astype(np.float32), "sweeps": total,
+            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
+
+
+def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
+                  seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
+                  gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
+                  progress: Callable[[str], None] | None = print) -> dict:
+    """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
+    theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
+    the missing pixels from the likelihood.
+
+    Returns {'features': (N, F) Rao-Blackwellised mean of S[L-1],
+    'reconstruction': (N, H, W, C) posterior mean of g(S[L-1]) (the whole image, missing
+    pixels included; Rao-Blackwellised: each sweep adds g of the units' conditional means
+    under the unpooling they were drawn with), 'seconds'}. Batch b's chain is seeded by
+    fold-in of (seed, b), so results do not depend on the batches before it.
+    """
+    x = np.asarray(x, np.float32)
+    if mask is not None:
+        mask = np.asarray(mask, np.float32)
+        if mask.shape != x.shape:
+            raise ValueError(f"mask shape {mask.shape} differs from the images' {x.shape}")
+        # missing pixels never enter (and need not be finite)
+        x = np.where(mask > 0, x, 0.0).astype(np.float32)
+    check_finite("inference input x (observed pixels)", x)
+    say = progress or (lambda _m: None)
+    ks = [int(np.shape(d)[-1]) for d in dictionaries]
+    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    feats, recs = [], []
+    fns = {}
+    t0 = time.time()
+    for b0 in range(0, len(x), batch_size):
+        xb = x[b0: b0 + batch_size]
+        mb = None if mask is None else tf.constant(mask[b0: b0 + batch_size])
+        nb = len(xb)
+        if nb not in fns:
+            fns[nb] = G.make_sweep_fn(model, mask_given=mask is not None, update_globals=False)
+        bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x1F], tf.int32), b0 // batch_size)
+        st = G.init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
+                          gamma_s_init=gamma_s, mask=mb)
+        xt = tf.constant(xb)
+        f_acc = np.zeros((nb, int(np.prod(st.s_top.shape[1:]))), np.float32)
+        r_acc = np.zeros_like(xb)
+        for t in range(burn_in + collect):
+            z_before = st.z  # the unpooling the top units were drawn against
+            st, stats = fns[nb](st, xt) if mb is None else fns[nb](st, xt, mb)
+            if t >= burn_in:
+                f_acc += np.asarray(stats["expected_top"]).reshape(nb, -1)
+                # Rao-Blackwellised: g(E[S_top | rest], Z) -- units the observed pixels
+                # do not pin down add their conditional mean, not a prior draw
+                r_acc += np.asarray(generate(stats["expected_top"], model, st.d, z_before))
+        check_finite("top-down features", f_acc)
+        feats.append(f_acc / collect)
+        recs.append(r_acc / collect)
+        done = b0 + nb
+        say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
+    return {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
+            "seconds": time.time() - t0}
+
+
+def missing_mask(shape, kind: str, *, fraction: float = 0.5, block: int = 8, seed: int = 0) -> np.ndarray:
+    """1 = observed. ``half``: the bottom half of every image hidden (the paper's figure);
+    ``pixels``: each pixel hidden with probability ``fraction``; ``blocks``: one random
+    ``block`` x ``block`` square hidden per image."""
+    n, h, w, c = shape
+    m = np.ones(shape, np.float32)
+    rng = np.random.default_rng(seed)
+    if kind == "half":
+        m[:, h // 2:, :, :] = 0.0
+    elif kind == "pixels":
+        m = (rng.random((n, h, w, 1)) >= fraction).astype(np.float32) * np.ones((1, 1, 1, c), np.float32)
+    elif kind == "blocks":
+        if block > min(h, w):
+            raise ValueError(f"missing block {block} is larger than the image {h}x{w}")
+        for i in range(n):
+            r, q = rng.integers(0, h - block + 1), rng.integers(0, w - block + 1)
+            m[i, r: r + block, q: q + block, :] = 0.0
+    else:
+        raise ValueError(f"mask kind must be 'half', 'pixels' or 'blocks', got {kind!r}")
+    return m
+
+
+def hidden_error(x, x_hat, mask, peak: float = 1.0) -> dict:
+    """MSE and PSNR (dB, peak ``peak``) over the hidden pixels (mask == 0)."""
+    hid = np.asarray(mask) == 0
+    if not hid.any():
+        raise ValueError("the mask hides no pixel")
+    mse = float(np.mean((np.asarray(x)[hid] - np.asarray(x_hat)[hid]) ** 2))
+    return {"mse": mse, "psnr_db": float(10 * np.log10(peak ** 2 / max(mse, 1e-30)))}

@@ -1,0 +1,593 @@
+"""Gibbs conditionals of the L-layer top-down model (supplement, "Full Conditional
+Posterior Distribution"), one pure ``resample_<var>(state, x, model, ..., seed)`` each.
+
+The model is :mod:`dgdm_tf.deep_model`. Every step leaves the joint posterior invariant
+(exact by default):
+
+* ``resample_top`` -- S[L-1] = W . Z[L-1] (eq. SampleS without the SVM term): each
+  unit's (z, w) drawn jointly, w integrated out of z's Bernoulli (precision
+  gamma_e ||F||^2 + gamma_s, F the unit's image in the data plane). Units of one colour
+  of one map have disjoint footprints (conditionally independent) and are drawn together.
+* ``resample_z`` -- the unpooling blocks of layer l < L-1 (eq. SampleZ): a block's value
+  is fixed by the layers above; its p*p + 1 states are scored by the data fit of that
+  value placed at each position, pushed down to the data plane. Colour by colour, map
+  after map. Layer 0 has a fast path (correlations on footprint tiles, as pretraining);
+  any other layer, or data with missing pixels, uses the generic path (one pass down per
+  candidate position). Both give the same draws from the same seed (tested).
+* ``resample_d`` -- D[0]: jointly per map from its exact Gaussian (reuses
+  :func:`dgdm_tf.pretrain.resample_d`, Fourier domain). D[l], l >= 1: its conditional is
+  Gaussian too but its precision couples every entry through the per-image unpooling
+  below, so a joint draw would need an N-image Gram of dh*dw*K_{l-1} columns per map.
+  It is updated by Hamiltonian Monte Carlo with a Metropolis correction (exact: the
+  conditional is left invariant), with a diagonal mass matrix estimated from the
+  conditional's own Hessian (Hutchinson probes; it does not depend on D[l], so the
+  kernel stays valid at every sweep). The step size adapts during burn-in only.
+* ``resample_theta`` (Dir), ``resample_pi`` (Beta(1/K, 1-1/K) spike probability per
+  image and top map), ``resample_gamma_s``, ``resample_gamma_e`` (Gamma).
+
+Choices where the paper is loose (as in pretraining): gamma_s is one precision for the
+top layer (a per-(n, k) precision is unidentified under Gamma(1e-6, 1e-6) once a map is
+off in an image); w of an off unit is integrated out (partially collapsed Gibbs), so
+gamma_s counts active units only. Missing data: ``mask`` (N, H, W, C) 1 = observed; the
+likelihood, and so every conditional, sees the observed pixels only.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf import pretrain
+from dgdm_tf.deep_model import (
+    DeepModel,
+    dense_indicators,
+    down_from,
+    layer_inputs,
+    unpool_blocks,
+)
+from dgdm_tf.ops import full_conv, full_conv_adjoint
+
+DeepState = collections.namedtuple(
+    "DeepState", ["d", "z", "log_theta", "s_top", "on", "log_pi", "gamma_s", "gamma_e",
+                  "resid", "hmc_log_step", "seed"])
+
+
+def _fold(seed, *salts):
+    for s in salts:
+        seed = tf.random.experimental.stateless_fold_in(seed, s)
+    return seed
+
+
+def _gumbel_argmax(logits, seed):
+    u = tf.random.stateless_uniform(tf.shape(logits), seed, minval=1e-20, maxval=1.0)
+    return tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
+
+
+def _masked(y, mask):
+    return y if mask is None else y * mask
+
+
+def _dense_z(state: DeepState, model: DeepModel):
+    return [dense_indicators(z, g) for z, g in zip(state.z, model.geoms[:-1])]
+
+
+def reconstruct(state: DeepState, model: DeepModel) -> tf.Tensor:
+    """g(S[L-1]): the noiseless image of the current state (N, H, W, C)."""
+    return layer_inputs(state.s_top, model, state.d, _dense_z(state, model))[0]
+
+
+def residual(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
+    return _masked(x - reconstruct(state, model), mask)
+
+
+# ---------------------------------------------------------------------------------------
+# Initialisation
+# ---------------------------------------------------------------------------------------
+
+def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_init=None,
+               gamma_s_init: float = 1.0, mask=None) -> DeepState:
+    """Start of a chain from given dictionaries (pretrained, or drawn from the prior).
+
+    The paper leaves the start open; this sets where the chain starts, not its target:
+    each block of layer l < L-1 takes the position of its largest |correlation| with the
+    layer input, bottom up (X[l+1] = the correlations there over ||D_k||^2, a matched
+    filter); the top layer starts off, theta and pi at their prior means, gamma_s at
+    ``gamma_s_init`` and gamma_e at ``gamma_e_init`` (or 1 / Var(X_n)). Missing pixels
+    (``mask``) enter the start as zeros. The first sweep draws the top layer first, so
+    it sees these positions.
+    """
+    x = tf.convert_to_tensor(x, tf.float32)
+    n = x.shape[0]
+    d = tuple(tf.constant(np.asarray(v, np.float32)) for v in dictionaries)
+    for l, (dl, g) in enumerate(zip(d, model.geoms)):
+        if tuple(dl.shape) != (g.dh, g.dw, g.c, g.k):
+            raise ValueError(f"dictionary of layer {l + 1} has shape {tuple(dl.shape)}, the "
+                             f"model expects {(g.dh, g.dw, g.c, g.k)}")
+    h = _masked(x, mask)
+    z, log_theta = [], []
+    for l, g in enumerate(model.geoms[:-1]):
+        c = full_conv_adjoint(h, d[l])  # N, hs, ws, K
+        c = tf.pad(c, [[0, 0], [0, g.nbh * g.p - g.hs], [0, g.nbw * g.p - g.ws], [0, 0]])
+        c = tf.reshape(c, [n, g.nbh, g.p, g.nbw, g.p, g.k])
+        c = tf.reshape(tf.transpose(c, [0, 1, 3, 5, 2, 4]), [n, g.nbh, g.nbw, g.k, g.p * g.p])
+        c = tf.where(tf.constant(model.position_valid(l))[:, :, None, :], c, 0.0)
+        pos = tf.argmax(tf.abs(c), axis=-1, output_type=tf.int32)
+        z.append(pos)
+        norm = tf.reduce_sum(tf.square(d[l]), axis=[0, 1, 2])
+        h = tf.gather(c, pos, axis=-1, batch_dims=4) / norm
+        log_theta.append(tf.broadcast_to(tf.math.log(model.alpha[l] / tf.reduce_sum(model.alpha[l])),
+                                         [n, g.k, g.n_states]))
+    gt = model.top
+    s_top = tf.zeros([n, gt.hs, gt.ws, gt.k])
+    on = tf.zeros_like(s_top)
+    log_pi = tf.broadcast_to(tf.math.log(model.pi_prior), [n, gt.k, 2])
+    if gamma_e_init is None:
+        var = tf.math.reduce_variance(tf.reshape(x, [n, -1]), axis=1)
+        gamma_e = 1.0 / tf.maximum(var, 1e-6)
+    else:
+        gamma_e = tf.fill([n], tf.constant(float(gamma_e_init), tf.float32))
+    st = DeepState(d=d, z=tuple(z), log_theta=tuple(log_theta), s_top=s_top, on=on,
+                   log_pi=log_pi, gamma_s=tf.constant(float(gamma_s_init), tf.float32),
+                   gamma_e=gamma_e, resid=tf.zeros_like(x),
+                   hmc_log_step=tf.zeros([model.n_layers]),
+                   seed=tf.convert_to_tensor(seed, tf.int32))
+    return st._replace(resid=residual(st, x, model, mask))
+
+
+# ---------------------------------------------------------------------------------------
+# Top layer: spike-slab units
+# ---------------------------------------------------------------------------------------
+
+def _top_images_generic(state: DeepState, model: DeepModel, zd):
+    """f(ci, k) -> (N, H, W, C): the data-plane image of colour ci's units of map k,
+    one pass down through every layer per call."""
+    gt, col = model.top, model.colourings[-1]
+    units = [tf.constant(col.member_mask(a, b).astype(np.float32))[None, :, :, None]
+             for a, b in col.colours()]
+
+    def f(ci, k):
+        n = tf.shape(state.resid)[0]
+        unit = tf.broadcast_to(units[ci], [n, gt.hs, gt.ws, 1])
+        return down_from(full_conv(unit, tf.gather(state.d[-1], [k], axis=3)),
+                         model.n_layers - 1, model, state.d, zd)
+    return f
+
+
+def _placement_index(out_h, out_w, dh, dw, offsets) -> np.ndarray:
+    """(len(offsets), out_h, out_w) indices into a flattened (dh*dw + 1) atom whose last
+    entry is 0: the atom placed with its corner at each offset (outside -> the 0)."""
+    idx = np.full((len(offsets), out_h, out_w), dh * dw, np.int32)
+    for i, (r, c) in enumerate(offsets):
+        if r is None:
+            continue
+        for a in range(dh):
+            for b in range(dw):
+                if 0 <= r + a < out_h and 0 <= c + b < out_w:
+                    idx[i, r + a, c + b] = a * dw + b
+    return idx
+
+
+def _place(d, idx):
+    """Atoms d (dh, dw, C, K) placed by :func:`_placement_index`: (M, out_h, out_w, C, K)."""
+    dh, dw, c, k = d.shape
+    flat = tf.concat([tf.reshape(d, [dh * dw, c, k]), tf.zeros([1, c, k])], axis=0)
+    return tf.gather(flat, idx)
+
+
+def _top_images_two_layer(state: DeepState, model: DeepModel, mask):
+    """All unit images of a two-layer model at once, (n_colours * K, N, H, W, C).
+
+    F_n = P_n X: P_n (H W C0 x nbh nbw K0) places D[0]_c at the position each block's
+    state selects (image-dependent), X (nbh nbw K0 x colours K) holds D[1]_k placed at
+    each colour's units. One batched matmul per image replaces a pass down per unit.
+    """
+    g0, gt, col = model.geoms[0], model.top, model.colourings[-1]
+    p2 = g0.p * g0.p
+    h, w, c0 = model.image_shape
+    # A[m, v]: D[0] placed at offset m of block v (zero where the position is outside S[0])
+    offs = []
+    for vi in range(g0.nbh):
+        for vj in range(g0.nbw):
+            for m in range(p2):
+                r, q = vi * g0.p + m // g0.p, vj * g0.p + m % g0.p
+                offs.append((r, q) if (r < g0.hs and q < g0.ws) else (None, None))
+    a_idx = _placement_index(h, w, g0.dh, g0.dw, offs)
+    a = _place(state.d[0], a_idx)  # V*P2, h, w, C0, K0
+    a = tf.reshape(a, [g0.nbh * g0.nbw, p2, h * w * c0, g0.k])
+    a = tf.reshape(tf.transpose(a, [0, 3, 2, 1]), [-1, h * w * c0, p2])  # V*K0, Q, P2
+    # X[v, k0, (ci, k)]: D[1]_k placed at colour ci's units, in the X[1] grid
+    x_cols = []
+    for ai, bi in col.colours():
+        units = np.argwhere(col.member_mask(ai, bi))
+        pl = _place(state.d[1], _placement_index(g0.nbh, g0.nbw, gt.dh, gt.dw,
+                                                 [tuple(u) for u in units]))
+        x_cols.append(tf.reduce_sum(pl, axis=0))  # nbh, nbw, K0, K
+    xt = tf.stack(x_cols, axis=2)  # nbh, nbw, n_col, K0, K  (colours on axis 2)
+    xt = tf.transpose(xt, [0, 1, 3, 2, 4])
+    xt = tf.reshape(xt, [g0.nbh * g0.nbw * g0.k, len(x_cols) * gt.k])  # R, U
+    onehot = tf.one_hot(state.z[0], p2 + 1)[..., :p2]  # N, nbh, nbw, K0, P2
+    onehot = tf.reshape(onehot, [-1, g0.nbh * g0.nbw * g0.k, p2, 1])
+
+    def one(oh):
+        pn = tf.matmul(a, oh)[..., 0]  # V*K0, Q: P_n, transposed
+        return tf.matmul(xt, pn, transpose_a=True)  # U, Q
+
+    f = tf.map_fn(one, onehot, fn_output_signature=tf.TensorSpec([xt.shape[1], h * w * c0]),
+                  parallel_iterations=1)  # N, U, Q
+    f = tf.reshape(tf.transpose(f, [1, 0, 2]), [xt.shape[1], -1, h, w, c0])
+    return _masked(f, mask)
+
+
+def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
+                 return_expected: bool = False, fast: bool = True):
+    """(z, w) of every top unit; w integrated out of z (eq. SampleS, no SVM term).
+
+    For unit u with data-plane image F (through the current Z and D) and residual R0 that
+    excludes the unit, b = <F, R0>, P = gamma_e ||F||^2 + gamma_s:
+        logit p(z = 1) = log(pi / (1 - pi)) + 1/2 log(gamma_s / P) + (gamma_e b)^2 / (2 P)
+        w | z = 1 ~ N(gamma_e b / P, 1 / P)
+    With ``return_expected`` also E[s_u | rest] = p(z = 1) E[w | z = 1] per unit, taken
+    when the unit is drawn (Rao-Blackwellised features; the chain is unchanged).
+    The units' images do not depend on the top layer, so a two-layer model computes them
+    all first in one batched product (``fast``); otherwise one pass down per step.
+    """
+    gt, col = model.top, model.colourings[-1]
+    zd = _dense_z(state, model)
+    if fast and model.n_layers == 2:
+        f_all = _top_images_two_layer(state, model, mask)
+        images = lambda ci, k: f_all[ci * gt.k + k]  # noqa: E731
+    else:
+        gen = _top_images_generic(state, model, zd)
+        images = lambda ci, k: _masked(gen(ci, k), mask)  # noqa: E731
+    ge = state.gamma_e[:, None, None]
+    gs = state.gamma_s
+    s_k = tf.transpose(state.s_top, [3, 0, 1, 2])  # K, N, hs, ws
+    on_k = tf.transpose(state.on, [3, 0, 1, 2])
+    e_k = tf.zeros_like(s_k)
+    log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]  # N, K
+    resid = state.resid
+    for ci, (a, b) in enumerate(col.colours()):
+        member = tf.constant(col.member_mask(a, b))[None]
+        real = tf.constant(col.real(a, b))[None]
+
+        def body(k, resid, s_k, on_k, e_k, a=a, b=b, ci=ci, member=member, real=real):
+            f = images(ci, k)
+            cur = col.take(s_k[k], a, b)
+            r0 = resid + f * col.tile_broadcast(cur, a, b)
+            bsum = col.tile_sum(f * r0, a, b)
+            asum = col.tile_sum(f * f, a, b)
+            prec = ge * asum + gs
+            mu = ge * bsum / prec
+            logit = log_odds[:, k][:, None, None] + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
+            s1, s2 = tf.unstack(tf.random.experimental.stateless_split(_fold(seed, ci, k), 2))
+            u = tf.random.stateless_uniform(tf.shape(logit), s1)
+            on_new = tf.cast((u < tf.sigmoid(logit)) & real, tf.float32)
+            w = mu + tf.random.stateless_normal(tf.shape(mu), s2) / tf.sqrt(prec)
+            val = on_new * w
+            resid = r0 - f * col.tile_broadcast(val, a, b)
+            s_new = tf.where(member, col.put(val, a, b), s_k[k])
+            o_new = tf.where(member, col.put(on_new, a, b), on_k[k])
+            ex = tf.where(real, tf.sigmoid(logit) * mu, 0.0)
+            e_new = tf.where(member, col.put(ex, a, b), e_k[k])
+            idx = [[k]]
+            return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, idx, s_new[None]),
+                    tf.tensor_scatter_nd_update(on_k, idx, o_new[None]),
+                    tf.tensor_scatter_nd_update(e_k, idx, e_new[None]))
+
+        _, resid, s_k, on_k, e_k = tf.while_loop(
+            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k),
+            parallel_iterations=1)
+    state = state._replace(s_top=tf.transpose(s_k, [1, 2, 3, 0]),
+                           on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
+    if return_expected:
+        return state, tf.transpose(e_k, [1, 2, 3, 0])
+    return state
+
+
+# ---------------------------------------------------------------------------------------
+# Unpooling blocks of layer l < L-1
+# ---------------------------------------------------------------------------------------
+
+def _block_logits(log_theta_k, ge, energy):
+    """(N, nh, nw, P2) data-fit energies -> logits over the P2 + 1 states (last = off)."""
+    lt = log_theta_k[:, None, None, :]  # N,1,1,S
+    on = lt[..., :-1] - 0.5 * ge * energy
+    return tf.concat([on, tf.broadcast_to(lt[..., -1:], tf.shape(on[..., :1]))], axis=-1)
+
+
+def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
+               fast: bool = True) -> DeepState:
+    """Unpooling states of layer ``l`` (eq. SampleZ), colour after colour, map after map.
+
+    A block's value v = X[l+1] at the block (fixed by the layers above); state m places v
+    at position m, whose data-plane image is v F_m. With R0 the residual without the
+    block: log p(z = m) = log theta_m - gamma_e/2 (||v F_m||^2 - 2 <R0, v F_m>),
+    log p(z = off) = log theta_off.
+    """
+    if fast and l == 0 and mask is None:
+        return _resample_z_bottom(state, model, seed)
+    g, col = model.geoms[l], model.colourings[l]
+    p2 = g.p * g.p
+    zd = _dense_z(state, model)
+    xs = layer_inputs(state.s_top, model, state.d, zd)
+    v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
+    z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
+    lt_all = state.log_theta[l]  # N, K, S
+    ge = state.gamma_e[:, None, None, None]
+    resid = state.resid
+    for ci, (a, b) in enumerate(col.colours()):
+        offs = [tf.constant(model.offset_mask(l, a, b, m))[None, :, :, None] for m in range(p2)]
+        member = tf.constant(col.member_mask(a, b))[None]
+
+        def body(k, resid, z_k, a=a, b=b, ci=ci, offs=offs, member=member):
+            dk = tf.gather(state.d[l], [k], axis=3)
+            up = unpool_blocks(v_all[k][..., None], tf.ones_like(offs[0]), g.p)  # N, hs, ws, 1
+            ys = [_masked(down_from(full_conv(up * o, dk), l, model, state.d, zd), mask) for o in offs]
+            zc = col.take(z_k[k], a, b)
+            cur = tf.add_n([y * col.tile_broadcast(tf.cast(tf.equal(zc, m), tf.float32), a, b)
+                            for m, y in enumerate(ys)])
+            r0 = resid + cur
+            energy = tf.stack([col.tile_sum(y * y - 2.0 * r0 * y, a, b) for y in ys], axis=-1)
+            logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
+            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            new = tf.add_n([y * col.tile_broadcast(tf.cast(tf.equal(znew, m), tf.float32), a, b)
+                            for m, y in enumerate(ys)])
+            z_out = tf.where(member, col.put(znew, a, b), z_k[k])
+            return k + 1, r0 - new, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
+
+        _, resid, z_k = tf.while_loop(lambda k, *_: k < g.k, body,
+                                      (tf.constant(0), resid, z_k), parallel_iterations=1)
+    z = list(state.z)
+    z[l] = tf.transpose(z_k, [1, 2, 3, 0])
+    return state._replace(z=tuple(z), resid=resid)
+
+
+def _resample_z_bottom(state: DeepState, model: DeepModel, seed) -> DeepState:
+    """Layer-0 blocks by correlations on footprint tiles (the pretraining kernel with the
+    block's value fixed): energy_m = v^2 ||D_k||^2 - 2 v <R0, D_k at m>."""
+    g, col = model.geoms[0], model.colourings[0]
+    assert (g.gh, g.gw, g.nch, g.ncw) == (col.g_h, col.g_w, col.n_h, col.n_w)
+    p2 = g.p * g.p
+    d0 = state.d[0]
+    kb = tf.reshape(pretrain.block_kernels(d0, g), [g.k, g.fh * g.fw * g.c, p2])
+    gram = tf.einsum("kfm,kfq->kmq", kb, kb)
+    dnorm = tf.linalg.diag_part(gram)[:, 0]
+    zd = _dense_z(state, model)
+    xs = layer_inputs(state.s_top, model, state.d, zd)
+    v_all = tf.transpose(xs[1], [3, 0, 1, 2])  # K, N, nbh, nbw
+    z_k = tf.transpose(state.z[0], [3, 0, 1, 2])
+    lt_all = state.log_theta[0]
+    ge = state.gamma_e[:, None, None, None]
+    valid_np = model.position_valid(0)
+    n = tf.shape(state.resid)[0]
+    resid = pretrain.pad_input(state.resid, g)
+    for ci, (a, b) in enumerate(col.colours()):
+        member = tf.constant(col.member_mask(a, b))[None]
+        vmask = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
+        vmask[: g.nbh, : g.nbw] = valid_np
+        valid = tf.constant(vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b])[None]
+        tiles0 = pretrain._colour_tiles(resid, g, a, b)
+
+        def body(k, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid):
+            v = col.take(v_all[k], a, b)[..., None]  # N, nh, nw, 1
+            zc = col.take(z_k[k], a, b)
+            s_old = tf.one_hot(zc, p2 + 1)[..., :p2] * valid * v
+            corr = tiles @ kb[k] + tf.reshape(s_old, [-1, p2]) @ gram[k]
+            corr = tf.reshape(corr, [n, col.n_h, col.n_w, p2])
+            energy = (v * v * dnorm[k] - 2.0 * v * corr) * valid
+            logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
+            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            s_new = tf.one_hot(znew, p2 + 1)[..., :p2] * valid * v
+            tiles = tiles - tf.matmul(tf.reshape(s_new - s_old, [-1, p2]), kb[k], transpose_b=True)
+            z_out = tf.where(member, col.put(znew, a, b), z_k[k])
+            return k + 1, tiles, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
+
+        _, tiles, z_k = tf.while_loop(lambda k, *_: k < g.k, body,
+                                      (tf.constant(0), tiles0, z_k), parallel_iterations=1)
+        resid = resid + pretrain._tiles_to_residual(tiles - tiles0, g, a, b, n)
+    z = list(state.z)
+    z[0] = tf.transpose(z_k, [1, 2, 3, 0])
+    return state._replace(z=tuple(z), resid=resid[:, : g.hx, : g.wx, :])
+
+
+# ---------------------------------------------------------------------------------------
+# Dictionaries
+# ---------------------------------------------------------------------------------------
+
+def _layer_s(state: DeepState, model: DeepModel, l: int, zd):
+    """S[l] (dense) from the current state."""
+    if l == model.n_layers - 1:
+        return state.s_top
+    xs = layer_inputs(state.s_top, model, state.d, zd)
+    return unpool_blocks(xs[l + 1], zd[l], model.geoms[l].p)
+
+
+def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
+               n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
+               power_iterations: int = 6):
+    """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
+
+    Returns (state, acceptance probability) -- 1.0 for the exact draw.
+    """
+    zd = _dense_z(state, model)
+    s_l = _layer_s(state, model, l, zd)
+    if l == 0:
+        if mask is not None:
+            raise NotImplementedError("D[0] is drawn with every pixel observed; hold the "
+                                      "dictionaries fixed when pixels are missing")
+        g = model.geoms[0]
+        lm = pretrain.LayerModel(g, model.hyper, top=False, n_images=int(x.shape[0]))
+        ps = pretrain.PretrainState(
+            s=pretrain.nhwc_to_blocks(s_l, g), z=None, d=state.d[0], log_theta=None,
+            gamma_w=None, gamma_e=state.gamma_e, resid=None, seed=None)
+        ps = pretrain.resample_d(ps, x, lm, seed)
+        d = list(state.d)
+        d[0] = ps.d
+        return state._replace(d=tuple(d), resid=ps.resid[:, : g.hx, : g.wx, :]), tf.constant(1.0)
+
+    ge = state.gamma_e[:, None, None, None]
+    prior = model.hyper.dict_prior_precision
+
+    def image(dl):
+        return _masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), mask)
+
+    def potential_and_grad(dl):
+        with tf.GradientTape() as tape:
+            tape.watch(dl)
+            r = x - image(dl) if mask is None else _masked(x - image(dl), mask)
+            u = 0.5 * tf.reduce_sum(ge * tf.square(r)) + 0.5 * prior * tf.reduce_sum(tf.square(dl))
+        return u, tape.gradient(u, dl)
+
+    s_probe, s_mom, s_acc = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
+    q0 = state.d[l]
+
+    def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v)))
+        return tape.gradient(quad, v) + prior * v
+
+    # diagonal mass: per-map mean of diag(Hessian) from one Rademacher probe
+    probe = tf.sign(tf.random.stateless_uniform(tf.shape(q0), s_probe, -1.0, 1.0))
+    mass = tf.maximum(tf.reduce_mean(probe * hess_vec(probe), axis=[0, 1, 2], keepdims=True), prior)
+    mass = tf.broadcast_to(mass, tf.shape(q0))
+    # step: the leapfrog is stable for eps < 2 / sqrt(lambda_max(M^-1/2 H M^-1/2)); a few
+    # power iterations estimate lambda_max, exp(hmc_log_step) scales it (adapted in burn-in)
+    v = probe / tf.norm(probe)
+    lam = tf.constant(1.0)
+    for _ in range(power_iterations):
+        w = hess_vec(v / tf.sqrt(mass)) / tf.sqrt(mass)
+        lam = tf.norm(w)
+        v = w / lam
+    eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)
+    p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * tf.sqrt(mass)
+    u0, g0 = potential_and_grad(q0)
+    q, p, grad = q0, p0 - 0.5 * eps * g0, g0
+    for i in range(n_leapfrog):
+        q = q + eps * p / mass
+        u1, grad = potential_and_grad(q)
+        p = p - (eps if i < n_leapfrog - 1 else 0.5 * eps) * grad
+    h0 = u0 + 0.5 * tf.reduce_sum(p0 * p0 / mass)
+    h1 = u1 + 0.5 * tf.reduce_sum(p * p / mass)
+    log_acc = tf.minimum(0.0, h0 - h1)
+    log_acc = tf.where(tf.math.is_finite(log_acc), log_acc, -np.inf)
+    accept = tf.math.log(tf.random.stateless_uniform([], s_acc)) < log_acc
+    dl = tf.where(accept, q, q0)
+    d = list(state.d)
+    d[l] = dl
+    step = state.hmc_log_step
+    if adapt:  # Robbins-Monro towards the target acceptance; burn-in only
+        step = tf.tensor_scatter_nd_add(step, [[l]], [0.5 * (tf.exp(log_acc) - target_accept)])
+    state = state._replace(d=tuple(d), hmc_log_step=step)
+    return state._replace(resid=residual(state, x, model, mask)), tf.exp(log_acc)
+
+
+# ---------------------------------------------------------------------------------------
+# Conjugate scalars
+# ---------------------------------------------------------------------------------------
+
+def resample_theta(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """theta_nk[l] | - ~ Dir(1/(p^2+1) + counts of each block state in the map)."""
+    out = []
+    for l, g in enumerate(model.geoms[:-1]):
+        counts = tf.reduce_sum(tf.one_hot(state.z[l], g.n_states), axis=[1, 2])  # N, K, S
+        out.append(pretrain._log_dirichlet_sample(model.alpha[l] + counts, _fold(seed, l)))
+    return state._replace(log_theta=tuple(out))
+
+
+def resample_pi(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """pi_nk | - ~ Beta(1/K + #on, 1 - 1/K + #off) over the top map's units."""
+    on = tf.reduce_sum(state.on, axis=[1, 2])  # N, K
+    total = float(model.top.hs * model.top.ws)
+    counts = tf.stack([on, total - on], axis=-1)
+    return state._replace(log_pi=pretrain._log_dirichlet_sample(model.pi_prior + counts, seed))
+
+
+def resample_gamma_s(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """gamma_s | - ~ Gamma(a_w + M/2, b_w + sum_active w^2 / 2), M active top units."""
+    h = model.hyper
+    shape = h.a_w + 0.5 * tf.reduce_sum(state.on)
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top))
+    return state._replace(gamma_s=tf.random.stateless_gamma([], seed, alpha=shape) / rate)
+
+
+def resample_gamma_e(state: DeepState, x, model: DeepModel, seed, mask=None) -> DeepState:
+    """gamma_e[n] | - ~ Gamma(a_e + n_obs/2, b_e + ||E_n||^2 / 2) (eq. SampleE)."""
+    h = model.hyper
+    n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
+             else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    ge = tf.random.stateless_gamma(tf.shape(sq), seed, alpha=h.a_e + 0.5 * n_obs) / (h.b_e + 0.5 * sq)
+    return state._replace(gamma_e=ge)
+
+
+# ---------------------------------------------------------------------------------------
+# Sweep, log joint
+# ---------------------------------------------------------------------------------------
+
+def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
+          adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True):
+    """One sweep: top units, then the blocks of layers L-2 .. 0, then (with
+    ``update_globals``) every D and gamma_s, then theta, pi and gamma_e.
+
+    Returns (state, stats) with stats = {'expected_top': RB posterior mean of S[L-1] at
+    this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)}.
+    """
+    L = model.n_layers
+    seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
+    state = state._replace(seed=seeds[0])
+    # rebuild the residual from X: no round-off drifts across sweeps
+    state = state._replace(resid=residual(state, x, model, mask))
+    state, expected = resample_top(state, x, model, seeds[1], mask, return_expected=True,
+                                   fast=fast_bottom)
+    for l in range(L - 2, -1, -1):
+        state = resample_z(state, x, model, l, _fold(seeds[2], l), mask, fast=fast_bottom)
+    accept = [tf.constant(1.0)] * L
+    if update_globals:
+        for l in range(L):
+            state, accept[l] = resample_d(state, x, model, l, _fold(seeds[3], l), mask=mask,
+                                          n_leapfrog=n_leapfrog, adapt=adapt)
+        state = resample_gamma_s(state, x, model, seeds[4])
+    state = resample_theta(state, x, model, seeds[5])
+    state = resample_pi(state, x, model, seeds[6])
+    state = resample_gamma_e(state, x, model, seeds[7], mask)
+    return state, {"expected_top": expected, "accept": tf.stack(accept)}
+
+
+def log_joint(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
+    """log p(X, all variables), dropping only terms that are constant in every variable
+    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors)."""
+    h = model.hyper
+    n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
+             else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
+    ge = state.gamma_e
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    lj = tf.reduce_sum(0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
+    lj += tf.reduce_sum([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
+    for l, g in enumerate(model.geoms[:-1]):
+        oh = tf.one_hot(state.z[l], g.n_states)  # N, nbh, nbw, K, S
+        lj += tf.reduce_sum(oh * state.log_theta[l][:, None, None, :, :])
+        lj += tf.reduce_sum((model.alpha[l] - 1.0) * state.log_theta[l])
+    lp = state.log_pi  # N, K, 2
+    lj += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1])
+    lj += tf.reduce_sum((model.pi_prior - 1.0) * lp)
+    gs = state.gamma_s
+    n_on = tf.reduce_sum(state.on)
+    lj += 0.5 * n_on * tf.math.log(gs / (2 * np.pi)) - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top))
+    lj += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
+    lj += tf.reduce_sum((h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge)
+    return lj
+
+
+def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
+                  adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True):
+    """A compiled ``f(state, x[, mask]) -> (state, stats)``."""
+    kw = dict(update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog,
+              fast_bottom=fast_bottom)
+    if mask_given:
+        return tf.function(lambda st, x, mask: sweep(st, x, model, mask=mask, **kw),
+                           reduce_retracing=True)
+    return tf.function(lambda st, x: sweep(st, x, model, **kw), reduce_retracing=True)

@@ -1,0 +1,107 @@
+# The top-down model (Sec. 2.2): joint refinement from the pretrained dictionaries, its
+# features (method unsupervised_svm), generation and missing-data interpolation.
+#
+# Crash safety as pretraining: the chain checkpoints into results/{ds}/refine/ckpt/,
+# which is not an output, so `--rerun-incomplete` resumes from it.
+
+
+rule refine:
+    """Refine every layer of {ds}'s model jointly (Gibbs; HMC for D above layer 1)."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        layers=all_layer_files,
+    output:
+        model="results/{ds}/refine/model.npz",
+        trace="results/{ds}/refine/trace.csv",
+        trace_png="results/{ds}/figures/refine_trace.png",
+        top_refined_png="results/{ds}/figures/top_dictionary_refined.png",
+        top_pretrained_png="results/{ds}/figures/top_dictionary_pretrained.png",
+    params:
+        refine=lambda wc: ds_cfg(wc.ds)["refine"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+        checkpoint_dir=lambda wc: f"results/{wc.ds}/refine/ckpt",
+    log:
+        "results/logs/refine/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/refine/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("refine"),
+    script:
+        "../scripts/refine.py"
+
+
+rule topdown_features:
+    """Top-layer features of {ds} under the refined model (method unsupervised_svm)."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        model="results/{ds}/refine/model.npz",
+    output:
+        "results/{ds}/unsupervised_svm/features.npz",
+    params:
+        cfg=lambda wc: ds_cfg(wc.ds)["topdown_features"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
+        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/topdown_features/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/topdown_features/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("topdown_features"),
+    script:
+        "../scripts/topdown_features.py"
+
+
+rule inpaint:
+    """Missing-data interpolation on {ds}'s test images: refined vs pretrained vs mean."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        model="results/{ds}/refine/model.npz",
+        layers=all_layer_files,
+    output:
+        metrics="results/{ds}/inpainting/metrics.json",
+        png="results/{ds}/figures/inpainting.png",
+    params:
+        cfg=lambda wc: ds_cfg(wc.ds)["inpaint"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+        config_files=CONFIG_FILES,
+    log:
+        "results/logs/inpaint/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/inpaint/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("inpaint"),
+    script:
+        "../scripts/inpaint.py"
+
+
+rule generate:
+    """Images drawn top-down from random top-layer weights with {ds}'s refined model."""
+    input:
+        model="results/{ds}/refine/model.npz",
+        summary="results/{ds}/data/summary.json",
+    output:
+        png="results/{ds}/figures/generated.png",
+    params:
+        cfg=lambda wc: ds_cfg(wc.ds)["generate"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/generate/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/generate/{ds}.tsv"
+    threads: 1
+    resources:
+        **res("generate"),
+    script:
+        "../scripts/generate.py"

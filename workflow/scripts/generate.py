@@ -1,0 +1,32 @@
+"""rule generate: images drawn top-down from random top-layer weights with the refined
+dictionaries (Fig. 3; dgdm_tf.deep_model.sample_prior_images)."""
+
+import json
+
+from _common import elapsed, plain, progress, seed_for, start
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import deep_plots  # noqa: E402
+from dgdm_tf.deep_model import DeepModel, sample_prior_images  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.cfg)
+layers = plain(snakemake.params.layers)
+with np.load(snakemake.input.model) as z:
+    n_layers = int(z["n_layers"])
+    dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(n_layers)]
+    theta = [np.asarray(z[f"theta{l + 1}"]) for l in range(n_layers - 1)]
+    on_rate, gamma_s = np.asarray(z["on_rate"]), float(z["gamma_s"])
+with open(snakemake.input.summary) as f:
+    shape = tuple(int(v) for v in json.load(f)["image_shape"])
+model = DeepModel(shape, layers, snakemake.params.hyper).with_ks([d.shape[-1] for d in dictionaries])
+imgs = sample_prior_images(model, dictionaries, n=int(cfg["n_images"]),
+                           seed=[seed_for(int(snakemake.params.seed), ds, "generate"), 0],
+                           on_rate=on_rate, gamma_s=gamma_s, theta=theta)
+progress(f"{ds}: generated {imgs.shape}, pixel range [{imgs.min():.3g}, {imgs.max():.3g}]")
+deep_plots.plot_image_grid(imgs, snakemake.output.png,
+                           f"{ds}: images generated from random top-layer weights (refined model)")
+progress(f"done in {elapsed():.1f} s")

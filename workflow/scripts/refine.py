@@ -1,0 +1,70 @@
+"""rule refine: joint Gibbs refinement of the top-down model from the pretrained
+dictionaries (dgdm_tf.deep_chain.run_refine).
+
+The images are the first `refine.n_images` of the pretraining subset. The chain
+checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
+`--rerun-incomplete` resumes from it); removed when done unless `keep_checkpoints`.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from _common import elapsed, plain, progress, seed_for, start
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, data, deep_chain, deep_plots  # noqa: E402
+from dgdm_tf.deep_model import DeepModel, project_top_to_data  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.refine)
+layers = plain(snakemake.params.layers)
+hyper = plain(snakemake.params.hyper)
+seed = int(snakemake.params.seed)
+ckpt = Path(snakemake.params.checkpoint_dir)
+ckpt.mkdir(parents=True, exist_ok=True)
+
+pre = [np.load(p) for p in snakemake.input.layers]
+dictionaries = [np.asarray(z["D"], np.float32) for z in pre]
+idx = np.asarray(pre[0]["image_indices"])
+if cfg["n_images"] is not None:
+    idx = idx[: int(cfg["n_images"])]
+x = np.ascontiguousarray(data.load_prepared(snakemake.input.data)["x_train"][idx], np.float32)
+gamma_e0 = float(np.mean(pre[0]["gamma_e"]))
+gamma_s0 = float(pre[-1]["gamma_w"])
+progress(f"{ds}: refining {[d.shape for d in dictionaries]} on {x.shape}, {cfg}; start "
+         f"gamma_e {gamma_e0:.4g}, gamma_s {gamma_s0:.4g}")
+
+out = deep_chain.run_refine(
+    x, dictionaries, layers, seed=seed_for(seed, ds, "refine"), burn_in=int(cfg["burn_in"]),
+    collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
+    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
+    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
+    progress=progress)
+
+model = DeepModel(x.shape[1:], layers, hyper).with_ks([d.shape[-1] for d in dictionaries])
+cols = deep_chain.trace_columns(model)
+deep_chain.write_trace_csv(snakemake.output.trace, out["trace"], cols)
+arrs = {f"D{l + 1}": d for l, d in enumerate(out["D"])}
+arrs.update({f"theta{l + 1}": t for l, t in enumerate(out["theta"])})
+atomic_io.save_npz(
+    snakemake.output.model, **arrs, n_layers=np.int64(len(out["D"])),
+    gamma_s=np.float64(out["gamma_s"]), gamma_e=out["gamma_e"], on_rate=out["on_rate"],
+    image_indices=idx, sweeps=np.int64(out["sweeps"]), chain_seconds=np.float64(out["seconds"]),
+    wall_seconds=np.float64(elapsed()), refine_config=np.array(json.dumps(cfg)),
+    layers=np.array(json.dumps(layers)))
+deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
+                             f"{ds}: joint refinement of the {len(layers)}-layer model")
+# Fig. 2: top-layer elements in the data plane, most used first
+order = np.argsort(-out["on_rate"])
+for key, ds_list in (("refined", out["D"]), ("pretrained", dictionaries)):
+    proj = project_top_to_data(model, ds_list, None)
+    deep_plots.plot_image_grid(
+        proj[order], snakemake.output[f"top_{key}_png"],
+        f"{ds}: top-layer elements in the data plane, {key} (most used in refinement first)")
+if not cfg["keep_checkpoints"]:
+    shutil.rmtree(ckpt, ignore_errors=True)
+progress(f"done in {elapsed():.1f} s")

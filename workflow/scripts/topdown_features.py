@@ -1,0 +1,47 @@
+"""rule topdown_features: features of method unsupervised_svm -- the Rao-Blackwellised
+posterior mean of the top layer under the refined model (dgdm_tf.deep_chain.infer_topdown),
+for the same seeded train/test subsets as the other methods (their first images)."""
+
+import json
+
+from _common import elapsed, plain, progress, seed_for, start, subset_indices
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, data, deep_chain  # noqa: E402
+
+ds = snakemake.wildcards.ds
+seed = int(snakemake.params.seed)
+cfg = plain(snakemake.params.cfg)
+layers = plain(snakemake.params.layers)
+hyper = plain(snakemake.params.hyper)
+with np.load(snakemake.input.model) as z:
+    dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
+    gamma_s = float(z["gamma_s"])
+    gamma_e0 = float(np.mean(z["gamma_e"]))
+d = data.load_prepared(snakemake.input.data)
+out = {}
+for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
+                         ("test", snakemake.params.n_test, cfg["n_test"])):
+    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
+    # the other methods' subset, then its first `own` images
+    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
+    if own is not None:
+        idx = idx[: int(own)]
+    x = np.ascontiguousarray(x_all[idx], np.float32)
+    progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
+    res = deep_chain.infer_topdown(
+        x, dictionaries, layers, seed=seed_for(seed, ds, "topdown_features", split),
+        burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
+        batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
+        hyper=hyper, progress=progress)
+    out[f"f_{split}"] = res["features"].astype(np.float32)
+    out[f"y_{split}"] = np.asarray(y_all[idx], np.int64)
+    out[f"idx_{split}"] = idx
+n_classes = len(d["class_names"]) if "class_names" in d else int(
+    max(d["y_train"].max(), d["y_test"].max()) + 1)
+atomic_io.save_npz(snakemake.output[0], **out, n_classes=np.int64(n_classes),
+                   wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+progress(f"done in {elapsed():.1f} s")
