@@ -11,8 +11,8 @@ The model is :mod:`dgdm_tf.deep_model`. Every step leaves the joint posterior in
 * ``resample_z`` -- the unpooling blocks of layer l < L-1 (eq. SampleZ): a block's value
   is fixed by the layers above; its p*p + 1 states are scored by the data fit of that
   value placed at each position, pushed down to the data plane. Colour by colour, map
-  after map. Layer 0 has a fast path (correlations on footprint tiles, as pretraining);
-  any other layer, or data with missing pixels, uses the generic path (one pass down per
+  after map. Layer 0 has a fast path (correlations on footprint tiles, as pretraining,
+  masked pixels included); any other layer uses the generic path (one pass down per
   candidate position). Both give the same draws from the same seed (tested).
 * ``resample_d`` -- D[0]: jointly per map from its exact Gaussian (reuses
   :func:`dgdm_tf.pretrain.resample_d`, Fourier domain). D[l], l >= 1: its conditional is
@@ -307,8 +307,8 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     block: log p(z = m) = log theta_m - gamma_e/2 (||v F_m||^2 - 2 <R0, v F_m>),
     log p(z = off) = log theta_off.
     """
-    if fast and l == 0 and mask is None:
-        return _resample_z_bottom(state, model, seed)
+    if fast and l == 0:
+        return _resample_z_bottom(state, model, seed, mask)
     g, col = model.geoms[l], model.colourings[l]
     p2 = g.p * g.p
     zd = _dense_z(state, model)
@@ -345,9 +345,10 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     return state._replace(z=tuple(z), resid=resid)
 
 
-def _resample_z_bottom(state: DeepState, model: DeepModel, seed) -> DeepState:
+def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> DeepState:
     """Layer-0 blocks by correlations on footprint tiles (the pretraining kernel with the
-    block's value fixed): energy_m = v^2 ||D_k||^2 - 2 v <R0, D_k at m>."""
+    block's value fixed): energy_m = v^2 ||D_k||^2 - 2 v <R0, D_k at m>. With a mask the
+    norms and correlations are taken over the observed pixels of each tile."""
     g, col = model.geoms[0], model.colourings[0]
     assert (g.gh, g.gw, g.nch, g.ncw) == (col.g_h, col.g_w, col.n_h, col.n_w)
     p2 = g.p * g.p
@@ -370,18 +371,26 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed) -> DeepState:
         vmask[: g.nbh, : g.nbw] = valid_np
         valid = tf.constant(vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b])[None]
         tiles0 = pretrain._colour_tiles(resid, g, a, b)
+        mtiles = None if mask is None else pretrain._colour_tiles(pretrain.pad_input(mask, g), g, a, b)
 
-        def body(k, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid):
+        def body(k, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid, mtiles=mtiles):
             v = col.take(v_all[k], a, b)[..., None]  # N, nh, nw, 1
             zc = col.take(z_k[k], a, b)
             s_old = tf.one_hot(zc, p2 + 1)[..., :p2] * valid * v
-            corr = tiles @ kb[k] + tf.reshape(s_old, [-1, p2]) @ gram[k]
+            if mtiles is None:
+                corr = tiles @ kb[k] + tf.reshape(s_old, [-1, p2]) @ gram[k]
+                norms = dnorm[k]
+            else:  # R0 = R + mask (the block's current image), norms over observed pixels
+                y_old = tf.matmul(tf.reshape(s_old, [-1, p2]), kb[k], transpose_b=True)
+                corr = (tiles + mtiles * y_old) @ kb[k]
+                norms = tf.reshape(mtiles @ tf.square(kb[k]), [n, col.n_h, col.n_w, p2])
             corr = tf.reshape(corr, [n, col.n_h, col.n_w, p2])
-            energy = (v * v * dnorm[k] - 2.0 * v * corr) * valid
+            energy = (v * v * norms - 2.0 * v * corr) * valid
             logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
             znew = _gumbel_argmax(logits, _fold(seed, ci, k))
             s_new = tf.one_hot(znew, p2 + 1)[..., :p2] * valid * v
-            tiles = tiles - tf.matmul(tf.reshape(s_new - s_old, [-1, p2]), kb[k], transpose_b=True)
+            step = tf.matmul(tf.reshape(s_new - s_old, [-1, p2]), kb[k], transpose_b=True)
+            tiles = tiles - (step if mtiles is None else mtiles * step)
             z_out = tf.where(member, col.put(znew, a, b), z_k[k])
             return k + 1, tiles, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
 
