@@ -112,7 +112,7 @@ def test_missing_pixels_never_enter_inference():
 
 
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):
-    model, d_true, x = _draw(12, seed=5)
+    model, d_true, x = _draw(6, seed=5)
     kw = dict(seed=1, burn_in=3, collect=3, gamma_e_init=50.0, gamma_s_init=0.25,
               checkpoint_every=2, progress=None)
     full = deep_chain.run_refine(x, d_true, LAYERS, **kw)
