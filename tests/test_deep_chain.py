@@ -57,13 +57,13 @@ def test_refinement_recovers_a_known_two_layer_model():
     rng = np.random.default_rng(1)
     d_start = [(d + 0.6 * rng.normal(size=d.shape) * np.linalg.norm(d) / np.sqrt(d.size)).astype(np.float32)
                for d in d_true]
-    truth = project_top_to_data(model, d_true, None)
-    start_cos = _matched_cosine(truth, project_top_to_data(model, d_start, None))
+    truth = project_top_to_data(model, d_true)
+    start_cos = _matched_cosine(truth, project_top_to_data(model, d_start))
     out = deep_chain.run_refine(x, d_start, LAYERS, seed=3, burn_in=20, collect=5,
                                 gamma_e_init=100.0, gamma_s_init=0.25, progress=None)
     lj = [r["log_joint"] for r in out["trace"]]
     assert lj[-1] > lj[0]
-    end_cos = _matched_cosine(truth, project_top_to_data(model, out["D"], None))
+    end_cos = _matched_cosine(truth, project_top_to_data(model, out["D"]))
     assert start_cos < 0.9 <= end_cos, (start_cos, end_cos)
     tr = out["trace"]  # the fit tightens: residual down, noise precision up
     assert tr[-1]["rel_residual"] < 0.75 * tr[0]["rel_residual"]

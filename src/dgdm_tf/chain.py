@@ -39,9 +39,12 @@ def check_finite(name: str, arr) -> None:
             "scale (pixels should be O(1)) and the hyperparameters under `hyper:`.")
 
 
-def _fingerprint(x: np.ndarray, **kwargs) -> str:
+def fingerprint(*arrays: np.ndarray, **kwargs) -> str:
+    """Short hash of a chain's inputs and settings: a checkpoint resumes only a chain
+    with the same fingerprint (shared by the pretraining and refinement drivers)."""
     h = hashlib.sha256()
-    h.update(np.ascontiguousarray(x).tobytes())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
     h.update(json.dumps(kwargs, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
 
@@ -132,7 +135,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     geom = LayerGeometry(hx=h, wx=w, c=c, dh=dict_size, dw=dict_size, k=n_dict, p=pool)
     model = LayerModel(geom, hyp, top=(pool == 1), n_images=n)
     total = burn_in + collect * thin
-    fp = _fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
+    fp = fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
                       burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
                       hyper=hyp.__dict__, dict_init=dict_init)
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None

@@ -12,7 +12,6 @@ carries), the collection sums and the trace are checkpointed atomically every
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import tensorflow as tf
 
 from dgdm_tf import atomic_io
 from dgdm_tf import deep_gibbs as G
-from dgdm_tf.chain import check_finite
+from dgdm_tf.chain import check_finite, fingerprint
 from dgdm_tf.deep_model import DeepModel, generate
 
 
@@ -55,15 +54,6 @@ def write_trace_csv(path, rows: list[dict], columns: list[str]) -> None:
     for r in rows:
         lines.append(",".join(f"{r[c]:.7g}" if isinstance(r[c], float) else str(r[c]) for c in columns))
     atomic_io.write_text(path, "\n".join(lines) + "\n")
-
-
-def _fingerprint(x: np.ndarray, dictionaries, **kwargs) -> str:
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(x).tobytes())
-    for d in dictionaries:
-        h.update(np.ascontiguousarray(d).tobytes())
-    h.update(json.dumps(kwargs, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
 
 
 def _state_to_numpy(st: G.DeepState) -> dict:
@@ -123,7 +113,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
     total = burn_in + collect * thin
-    fp = _fingerprint(x, dictionaries, layers=list(layers), seed=seed, burn_in=burn_in,
+    fp = fingerprint(x, *dictionaries, layers=list(layers), seed=seed, burn_in=burn_in,
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
                       gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog)
     ck = Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None

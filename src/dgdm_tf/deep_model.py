@@ -250,15 +250,13 @@ def generate(s_top: tf.Tensor, model: DeepModel, d: Sequence[tf.Tensor],
     return layer_inputs(s_top, model, d, zd)[0]
 
 
-def project_top_to_data(model: DeepModel, d: Sequence[tf.Tensor], z: Sequence[tf.Tensor],
-                        layer: int = -1) -> np.ndarray:
+def project_top_to_data(model: DeepModel, d: Sequence[tf.Tensor], layer: int = -1) -> np.ndarray:
     """Fig. 2: each element of D[layer] seen in the data plane, (K, h, w, C).
 
     The paper projects the top-layer elements through the generative process; the lower
     layers' unpooling is a random choice, so the projection uses its expected value
     under a uniform position in every block (each block spreads 1/p^2 to each position),
-    which shows the element's average footprint, not one sample of it. ``z`` is unused
-    beyond its layer count; it is accepted so callers pass a state's variables as they are.
+    which shows the element's average footprint, not one sample of it.
     """
     l = model.n_layers - 1 if layer == -1 else layer
     g = model.geoms[l]

@@ -61,7 +61,7 @@ deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
 # Fig. 2: top-layer elements in the data plane, most used first
 order = np.argsort(-out["on_rate"])
 for key, ds_list in (("refined", out["D"]), ("pretrained", dictionaries)):
-    proj = project_top_to_data(model, ds_list, None)
+    proj = project_top_to_data(model, ds_list)
     deep_plots.plot_image_grid(
         proj[order], snakemake.output[f"top_{key}_png"],
         f"{ds}: top-layer elements in the data plane, {key} (most used in refinement first)")

@@ -5,13 +5,12 @@ import json
 import platform
 import time
 
-from _common import elapsed, plain, progress, seed_for, start
+from _common import elapsed, plain, progress, seed_for, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
 import dgdm_tf  # noqa: E402
 from dgdm_tf import atomic_io  # noqa: E402
@@ -87,10 +86,7 @@ for c in range(scores.shape[1]):
 with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
     pred.to_csv(tmp, index=False, float_format="%.6g")
 
-resolved = {"config_files": list(snakemake.params.config_files), "method": method, **run_cfg}
-atomic_io.write_text(snakemake.output.config,
-                     "# resolved config of this run (defaults filled in)\n"
-                     + yaml.safe_dump(resolved, sort_keys=False))
+write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
 metrics = {
     "dataset": ds,
     "method": method,
