@@ -62,7 +62,7 @@ def test_render_mnist_row_and_not_run_rows():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:] == ["1.23", "1.42", "`config/config.yaml`", "10000 / 2000", "12 min 34 s"]
     sup = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
-    assert "not implemented yet" in sup and "0.37" in sup
+    assert "not run (enable with `methods: [pretrained_svm, supervised]`" in sup and "0.37" in sup
     peer = next(l for l in md.splitlines() if l.startswith("| MCDNN"))
     assert [c.strip() for c in peer.strip("|").split("|")][1:3] == ["—", "0.23"]
     assert "dictionary sizes kept per layer: 41, 120" in md

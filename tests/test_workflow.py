@@ -276,6 +276,38 @@ def test_smoke_top_down_model_outputs(smoke_run):
 
 
 @pytest.mark.slow
+def test_smoke_supervised_row_and_outputs(smoke_run):
+    """The supervised model: its row beside the paper's 0.37, per-image decision values,
+    the confusion matrix, Fig. 2's comparison, the chain's trace with the SVM's error."""
+    import pandas as pd
+
+    repo, _ = smoke_run
+    md = (repo / "results" / "tables.md").read_text()
+    rows = {l.split("|")[1].strip(): [c.strip() for c in l.strip("|").split("|")]
+            for l in md.splitlines() if l.startswith("| Our ")}
+    assert {"Our pretrained model + SVM (2 step)", "Our unsupervised model + SVM (2 step)",
+            "Our supervised model"} <= set(rows)
+    sup = rows["Our supervised model"]
+    assert 0.0 <= float(sup[1]) <= 100.0 and sup[2] == "0.37" and sup[4] == "40 / 40"
+    m = json.loads((repo / "results/mnist_smoke/supervised/metrics.json").read_text())
+    assert m["n_models_averaged"] == 2 and len(m["per_model_test_error_pct"]) == 2
+    assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
+                                              "refine", "supervised", "supervised_predict"}
+    pred = pd.read_csv(repo / "results/mnist_smoke/supervised/predictions.csv")
+    assert len(pred) == 40 and [f"score_{c}" for c in range(10)] == list(pred.columns[3:])
+    assert np.all(pred["predicted"] == pred[[f"score_{c}" for c in range(10)]].to_numpy().argmax(1))
+    assert 100.0 * np.mean(pred["predicted"] != pred["label"]) == pytest.approx(m["test_error_pct"])
+    for name in ("confusion_supervised", "supervised_trace", "top_dictionary_supervised",
+                 "top_dictionary_unsupervised_vs_supervised"):
+        png = repo / f"results/mnist_smoke/figures/{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    trace = pd.read_csv(repo / "results/mnist_smoke/supervised/trace.csv")
+    assert list(trace["sweep"]) == [1, 2, 3, 4]
+    assert np.all(np.isfinite(trace["svm_train_error"].iloc[1:]))
+    assert not (repo / "results/mnist_smoke/supervised/ckpt").exists()
+
+
+@pytest.mark.slow
 def test_rerun_single_ablation_only_reruns_its_steps(smoke_run):
     repo, cfg = smoke_run
     (repo / "results/mnist_smoke/pretrained_svm/metrics.json").unlink()

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import atomic_io
+from dgdm_tf import atomic_io, deep_svm
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf.chain import check_finite, fingerprint
 from dgdm_tf.deep_model import DeepModel, generate
@@ -31,12 +31,15 @@ def trace_columns(model: DeepModel) -> list[str]:
             "active_top"]
     cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
     cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
+    if model.supervised:
+        cols += ["svm_train_error", "svm_hinge", "svm_kappa"]
     return cols + ["seconds"]
 
 
-def _trace_row(sweep, phase, st: G.DeepState, x, model: DeepModel, x_norm, stats, seconds, mask=None):
+def _trace_row(sweep, phase, st: G.DeepState, x, model: DeepModel, x_norm, stats, seconds,
+               mask=None, svm=None, y=None, svm_hyper=None):
     row = {"sweep": sweep, "phase": phase,
-           "log_joint": float(G.log_joint(st, x, model, mask)),
+           "log_joint": float(G.log_joint(st, x, model, mask, svm, y, svm_hyper)),
            "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
            "gamma_e_mean": float(np.mean(np.asarray(st.gamma_e))),
            "gamma_s": float(st.gamma_s), "active_top": float(np.mean(np.asarray(st.on)))}
@@ -45,6 +48,15 @@ def _trace_row(sweep, phase, st: G.DeepState, x, model: DeepModel, x_norm, stats
     acc = np.asarray(stats["accept"])
     for l in range(1, model.n_layers):
         row[f"accept_d{l + 1}"] = float(acc[l])
+    if model.supervised:
+        if svm is None:  # the first sweep runs before the SVM exists
+            row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"))
+        else:
+            m = np.asarray(deep_svm.margins(svm, st.s_top))  # N, C
+            yy = np.asarray(y).T
+            row["svm_train_error"] = float(np.mean(np.argmax(m, 1) != np.argmax(yy, 1)))
+            row["svm_hinge"] = float(np.mean(np.maximum(1.0 - yy * m, 0.0)))
+            row["svm_kappa"] = float(np.mean(np.asarray(svm.kappa)))
     row["seconds"] = seconds
     return row
 
@@ -56,26 +68,27 @@ def write_trace_csv(path, rows: list[dict], columns: list[str]) -> None:
     atomic_io.write_text(path, "\n".join(lines) + "\n")
 
 
-def _state_to_numpy(st: G.DeepState) -> dict:
+def _state_to_numpy(st, prefix: str = "state") -> dict:
     out = {}
     for name, v in st._asdict().items():
         if isinstance(v, tuple):
-            out[f"state_{name}_n"] = np.array(len(v))
+            out[f"{prefix}_{name}_n"] = np.array(len(v))
             for i, t in enumerate(v):
-                out[f"state_{name}_{i}"] = np.asarray(t)
+                out[f"{prefix}_{name}_{i}"] = np.asarray(t)
         else:
-            out[f"state_{name}"] = np.asarray(v)
+            out[f"{prefix}_{name}"] = np.asarray(v)
     return out
 
 
-def _state_from_numpy(z) -> G.DeepState:
+def _state_from_numpy(z, cls=G.DeepState, prefix: str = "state"):
     kw = {}
-    for name in G.DeepState._fields:
-        if f"state_{name}_n" in z:
-            kw[name] = tuple(tf.constant(z[f"state_{name}_{i}"]) for i in range(int(z[f"state_{name}_n"])))
+    for name in cls._fields:
+        if f"{prefix}_{name}_n" in z:
+            kw[name] = tuple(tf.constant(z[f"{prefix}_{name}_{i}"])
+                             for i in range(int(z[f"{prefix}_{name}_n"])))
         else:
-            kw[name] = tf.constant(z[f"state_{name}"])
-    return G.DeepState(**kw)
+            kw[name] = tf.constant(z[f"{prefix}_{name}"])
+    return cls(**kw)
 
 
 def _averages(st: G.DeepState, model: DeepModel) -> dict:
@@ -95,13 +108,22 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
                n_leapfrog: int = 10, checkpoint_dir=None, checkpoint_every: int = 10,
                trace_path=None, progress: Callable[[str], None] | None = print,
-               stop_after: int | None = None) -> dict | None:
+               stop_after: int | None = None, labels=None, n_classes: int | None = None,
+               svm_hyper: dict | None = None, keep_models: int | None = None) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
     'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
     'features': (N, F) Rao-Blackwellised posterior mean of S[L-1] of the images,
     'sweeps', 'seconds', 'trace'}; None when ``stop_after`` ended the run early.
+
+    With ``labels`` (ints in [0, n_classes)) this is the supervised model (Sec. 2.3): the
+    Bayesian SVM (:mod:`dgdm_tf.deep_svm`, ``svm_hyper``) is trained jointly. The first
+    sweep runs without it (beta = 0 would add nothing); its features fix the SVM's
+    standardisation. The result then also holds 'samples': every collected draw's
+    dictionaries and beta ({'D': [per layer (S, ...)], 'beta': (S, C, F+1)}, only
+    ``keep_models`` of them, evenly spaced, the last included, when given), and
+    'svm_mean', 'svm_std'.
     """
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
@@ -111,16 +133,29 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
-    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    supervised = labels is not None
+    model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised).with_ks(ks)
     total = burn_in + collect * thin
-    fp = fingerprint(x, *dictionaries, layers=list(layers), seed=seed, burn_in=burn_in,
+    extra = {}
+    keep = set(range(collect))
+    if keep_models is not None:
+        keep = {collect - 1 - int(round(j * collect / keep_models)) for j in range(min(keep_models, collect))}
+    if supervised:
+        labels = np.asarray(labels, np.int64)
+        if labels.shape != (len(x),) or n_classes is None or labels.min() < 0 or labels.max() >= n_classes:
+            raise ValueError(f"labels must be {len(x)} ints in [0, n_classes={n_classes})")
+        shyper = deep_svm.SvmHyper.from_dict(svm_hyper)
+        y = deep_svm.targets(labels, n_classes)
+        extra = dict(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep))
+    fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
-                      gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog)
+                      gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
+                      **extra)
     ck = Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None
     xt = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
     cols = trace_columns(model)
-    done, rows, acc, state = 0, [], None, None
+    done, rows, acc, state, svm, samples = 0, [], None, None, None, []
     if ck is not None and ck.exists():
         with np.load(ck, allow_pickle=False) as z:
             if str(z["fingerprint"]) == fp:
@@ -128,6 +163,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                 state = _state_from_numpy(z)
                 if "acc_count" in z:
                     acc = {k[4:]: z[k] for k in z.files if k.startswith("acc_")}
+                if "svm_beta" in z:
+                    svm = _state_from_numpy(z, deep_svm.SvmState, "svm")
+                for i in range(int(z["n_samples"]) if "n_samples" in z else 0):
+                    samples.append({k[len(f"sample{i}_"):]: z[k] for k in z.files
+                                    if k.startswith(f"sample{i}_")})
                 say(f"resuming refinement from checkpoint at sweep {done}/{total} ({ck})")
             else:
                 say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
@@ -136,6 +176,9 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                              gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init)
     burn_fn = G.make_sweep_fn(model, adapt=True, n_leapfrog=n_leapfrog)
     coll_fn = G.make_sweep_fn(model, adapt=False, n_leapfrog=n_leapfrog)
+    if supervised:
+        sup_fns = {ph: G.make_sweep_fn(model, adapt=ph == "burn-in", n_leapfrog=n_leapfrog,
+                                       svm_hyper=shyper) for ph in ("burn-in", "collect")}
 
     def save(sweep_idx):
         if ck is None:
@@ -143,6 +186,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         arrs = _state_to_numpy(state)
         if acc is not None:
             arrs.update({f"acc_{k}": v for k, v in acc.items()})
+        if svm is not None:
+            arrs.update(_state_to_numpy(svm, "svm"))
+        arrs["n_samples"] = np.array(len(samples))
+        for i, smp in enumerate(samples):
+            arrs.update({f"sample{i}_{k}": v for k, v in smp.items()})
         atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp),
                            sweep=np.array(sweep_idx), trace=np.array(json.dumps(rows)), **arrs)
 
@@ -150,22 +198,37 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     for t in range(done, total):
         t0 = time.time()
         phase = "burn-in" if t < burn_in else "collect"
-        state, stats = (burn_fn if phase == "burn-in" else coll_fn)(state, xt)
+        if svm is None:
+            state, stats = (burn_fn if phase == "burn-in" else coll_fn)(state, xt)
+            if supervised:  # the SVM starts after the first sweep, standardised by it
+                mean, std = deep_svm.standardisation(stats["expected_top"])
+                svm = deep_svm.init_svm(n_classes, mean, std, len(x), shyper)
+        else:
+            state, svm, stats = sup_fns[phase](state, svm, xt, y)
+            check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
         sec = time.time() - t0
         for l, d in enumerate(state.d):
             check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
         check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
-        row = _trace_row(t + 1, phase, state, xt, model, x_norm, stats, sec)
+        row = _trace_row(t + 1, phase, state, xt, model, x_norm, stats, sec,
+                         svm=svm, y=y if supervised else None,
+                         svm_hyper=shyper if supervised else None)
         rows.append(row)
         if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
             sample = _averages(state, model)
             sample["features"] = np.asarray(stats["expected_top"]).reshape(len(x), -1)
             sample["count"] = np.array(1.0)
             acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
+            if supervised and (t + 1 - burn_in) // thin - 1 in keep:
+                # a model to predict with: its dictionaries and beta
+                samples.append({**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},
+                                "beta": np.asarray(svm.beta)})
         eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)
+        sup = (f" SVM train error {row['svm_train_error']:.4f}"
+               if supervised and svm is not None else "")
         say(f"refine sweep {t + 1}/{total} ({phase}) log joint {row['log_joint']:.6g} "
             f"rel.resid={row['rel_residual']:.4f} active top={row['active_top']:.3f} "
-            f"gamma_e={row['gamma_e_mean']:.4g} {sec:.2f} s/sweep, ETA {eta:.0f} s")
+            f"gamma_e={row['gamma_e_mean']:.4g}{sup} {sec:.2f} s/sweep, ETA {eta:.0f} s")
         if trace_path:
             write_trace_csv(trace_path, rows, cols)
         if (t + 1) % checkpoint_every == 0 or t + 1 == total:
@@ -173,7 +236,13 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
             return None
     cnt = float(acc["count"])
-    return {"D": [(acc[f"d{l}"] / cnt).astype(np.float32) for l in range(model.n_layers)],
+    out_sup = {}
+    if supervised:
+        out_sup = {"samples": {"D": [np.stack([smp[f"d{l}"] for smp in samples])
+                                     for l in range(model.n_layers)],
+                               "beta": np.stack([smp["beta"] for smp in samples])},
+                   "svm_mean": np.asarray(svm.mean), "svm_std": np.asarray(svm.std)}
+    return {**out_sup, "D": [(acc[f"d{l}"] / cnt).astype(np.float32) for l in range(model.n_layers)],
             "gamma_s": float(acc["gamma_s"] / cnt), "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
             "on_rate": (acc["on_rate"] / cnt).astype(np.float32),
             "theta": [(acc[f"theta{l}"] / cnt).astype(np.float32) for l in range(model.n_layers - 1)],

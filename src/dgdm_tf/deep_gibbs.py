@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import pretrain
+from dgdm_tf import deep_svm, pretrain
 from dgdm_tf.deep_model import (
     DeepModel,
     dense_indicators,
@@ -222,7 +222,7 @@ def _top_images_two_layer(state: DeepState, model: DeepModel, mask):
 
 
 def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
-                 return_expected: bool = False, fast: bool = True):
+                 return_expected: bool = False, fast: bool = True, svm_terms=None):
     """(z, w) of every top unit; w integrated out of z (eq. SampleS, no SVM term).
 
     For unit u with data-plane image F (through the current Z and D) and residual R0 that
@@ -233,6 +233,12 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     when the unit is drawn (Rao-Blackwellised features; the chain is unchanged).
     The units' images do not depend on the top layer, so a two-layer model computes them
     all first in one batched product (``fast``); otherwise one pass down per step.
+
+    ``svm_terms`` (:func:`dgdm_tf.deep_svm.unit_terms`; supervised model) adds the SVM's
+    augmented likelihood (eq. SampleS with the SVM terms): with margin a without the unit
+    and coefficient c_l of the unit in class l's margin,
+        P += sum_l gamma c_l^2 / lambda_l,   P mu += sum_l gamma c_l (y_l (1 + lambda_l) - a_l) / lambda_l.
+    The margins couple all units of an image, so this needs one unit per colour.
     """
     gt, col = model.top, model.colourings[-1]
     zd = _dense_z(state, model)
@@ -249,18 +255,34 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     e_k = tf.zeros_like(s_k)
     log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]  # N, K
     resid = state.resid
+    supervised = svm_terms is not None
+    if supervised:
+        if col.n_h * col.n_w != 1:
+            raise ValueError("the SVM couples every top unit of an image: build the model "
+                             "with DeepModel(..., supervised=True) (one unit per colour)")
+        coef = svm_terms["coef"]  # C, hs, ws, K
+        marg = svm_terms["offset"][None] + tf.einsum("nhwk,chwk->nc", state.s_top, coef)
+        tgt, wgt = svm_terms["target"], svm_terms["weight"]  # N, C
+    else:
+        marg = tf.zeros([tf.shape(resid)[0], 1])
     for ci, (a, b) in enumerate(col.colours()):
         member = tf.constant(col.member_mask(a, b))[None]
         real = tf.constant(col.real(a, b))[None]
 
-        def body(k, resid, s_k, on_k, e_k, a=a, b=b, ci=ci, member=member, real=real):
+        def body(k, resid, s_k, on_k, e_k, marg, a=a, b=b, ci=ci, member=member, real=real):
             f = images(ci, k)
             cur = col.take(s_k[k], a, b)
             r0 = resid + f * col.tile_broadcast(cur, a, b)
             bsum = col.tile_sum(f * r0, a, b)
             asum = col.tile_sum(f * f, a, b)
             prec = ge * asum + gs
-            mu = ge * bsum / prec
+            lin = ge * bsum
+            if supervised:  # one unit per image: (N, 1, 1)
+                cu = coef[:, a, b, k][None]  # 1, C
+                rest = marg - cur[:, :, 0] * cu  # N, C: margins without the unit
+                prec = prec + tf.reduce_sum(wgt * cu * cu, axis=1)[:, None, None]
+                lin = lin + tf.reduce_sum(wgt * cu * (tgt - rest), axis=1)[:, None, None]
+            mu = lin / prec
             logit = log_odds[:, k][:, None, None] + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
             s1, s2 = tf.unstack(tf.random.experimental.stateless_split(_fold(seed, ci, k), 2))
             u = tf.random.stateless_uniform(tf.shape(logit), s1)
@@ -272,13 +294,15 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
             o_new = tf.where(member, col.put(on_new, a, b), on_k[k])
             ex = tf.where(real, tf.sigmoid(logit) * mu, 0.0)
             e_new = tf.where(member, col.put(ex, a, b), e_k[k])
+            if supervised:
+                marg = rest + val[:, :, 0] * cu
             idx = [[k]]
             return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, idx, s_new[None]),
                     tf.tensor_scatter_nd_update(on_k, idx, o_new[None]),
-                    tf.tensor_scatter_nd_update(e_k, idx, e_new[None]))
+                    tf.tensor_scatter_nd_update(e_k, idx, e_new[None]), marg)
 
-        _, resid, s_k, on_k, e_k = tf.while_loop(
-            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k),
+        _, resid, s_k, on_k, e_k, marg = tf.while_loop(
+            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg),
             parallel_iterations=1)
     state = state._replace(s_top=tf.transpose(s_k, [1, 2, 3, 0]),
                            on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
@@ -538,20 +562,27 @@ def resample_gamma_e(state: DeepState, x, model: DeepModel, seed, mask=None) -> 
 # ---------------------------------------------------------------------------------------
 
 def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
-          adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True):
+          adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
+          svm=None, y=None, svm_hyper=None):
     """One sweep: top units, then the blocks of layers L-2 .. 0, then (with
-    ``update_globals``) every D and gamma_s, then theta, pi and gamma_e.
+    ``update_globals``) every D and gamma_s, then theta, pi and gamma_e; with ``svm``
+    (supervised model: a :class:`dgdm_tf.deep_svm.SvmState`, ``y`` the (C, N) targets)
+    the top units see the SVM terms and lambda, beta, omega, kappa are drawn last.
 
     Returns (state, stats) with stats = {'expected_top': RB posterior mean of S[L-1] at
-    this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)}.
+    this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)} and, with
+    ``svm``, 'svm': the new SVM state.
     """
     L = model.n_layers
     seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
     state = state._replace(seed=seeds[0])
     # rebuild the residual from X: no round-off drifts across sweeps
     state = state._replace(resid=residual(state, x, model, mask))
+    terms = None
+    if svm is not None:
+        terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
     state, expected = resample_top(state, x, model, seeds[1], mask, return_expected=True,
-                                   fast=fast_bottom)
+                                   fast=fast_bottom, svm_terms=terms)
     for l in range(L - 2, -1, -1):
         state = resample_z(state, x, model, l, _fold(seeds[2], l), mask, fast=fast_bottom)
     accept = [tf.constant(1.0)] * L
@@ -563,12 +594,26 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     state = resample_theta(state, x, model, seeds[5])
     state = resample_pi(state, x, model, seeds[6])
     state = resample_gamma_e(state, x, model, seeds[7], mask)
-    return state, {"expected_top": expected, "accept": tf.stack(accept)}
+    stats = {"expected_top": expected, "accept": tf.stack(accept)}
+    if svm is not None:
+        # own stream folded from seeds[4]: the split stays at 8, so unsupervised chains
+        # draw exactly what they drew before supervision existed
+        stats["svm"] = deep_svm.resample_svm(svm, state.s_top, y, svm_hyper,
+                                             _fold(seeds[4], 0x5F3))
+    return state, stats
 
 
-def log_joint(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
+def supervised_sweep(state: DeepState, svm, x, y, model: DeepModel, svm_hyper, **kw):
+    """:func:`sweep` of the supervised model: returns (state, svm, stats)."""
+    state, stats = sweep(state, x, model, svm=svm, y=y, svm_hyper=svm_hyper, **kw)
+    return state, stats.pop("svm"), stats
+
+
+def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None,
+              svm_hyper=None) -> tf.Tensor:
     """log p(X, all variables), dropping only terms that are constant in every variable
-    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors)."""
+    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors); with
+    ``svm`` the SVM's augmented pseudo-likelihood and priors too."""
     h = model.hyper
     n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
              else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
@@ -588,14 +633,21 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
     lj += 0.5 * n_on * tf.math.log(gs / (2 * np.pi)) - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top))
     lj += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
     lj += tf.reduce_sum((h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge)
+    if svm is not None:
+        lj += deep_svm.log_density(svm, state.s_top, y, svm_hyper)
     return lj
 
 
 def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
-                  adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True):
-    """A compiled ``f(state, x[, mask]) -> (state, stats)``."""
+                  adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
+                  svm_hyper=None):
+    """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
+    supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``."""
     kw = dict(update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog,
               fast_bottom=fast_bottom)
+    if svm_hyper is not None:
+        return tf.function(lambda st, svm, x, y: supervised_sweep(st, svm, x, y, model, svm_hyper, **kw),
+                           reduce_retracing=True)
     if mask_given:
         return tf.function(lambda st, x, mask: sweep(st, x, model, mask=mask, **kw),
                            reduce_retracing=True)

@@ -138,7 +138,10 @@ class Colouring:
 class DeepModel:
     """Shapes, priors and colourings of an L-layer model; the last layer has pool 1."""
 
-    def __init__(self, image_shape: Sequence[int], layers: Sequence[dict], hyper: Hyper | dict | None = None):
+    def __init__(self, image_shape: Sequence[int], layers: Sequence[dict], hyper: Hyper | dict | None = None,
+                 *, supervised: bool = False):
+        """``supervised``: the SVM couples every top unit of an image to every other
+        (through the margins), so the top layer gets one unit per colour."""
         if len(layers) < 1:
             raise ValueError("the model needs at least one layer")
         if int(layers[-1].get("pool", 1)) != 1:
@@ -148,6 +151,7 @@ class DeepModel:
         self.layers = [dict(lay) for lay in layers]
         self.geoms: list[LayerGeometry] = layer_geometries(self.image_shape, self.layers)
         self.hyper = hyper if isinstance(hyper, Hyper) else Hyper.from_dict(hyper)
+        self.supervised = bool(supervised)
         self.n_layers = len(self.geoms)
         hx, wx, _ = self.image_shape
         self.colourings = []
@@ -163,9 +167,11 @@ class DeepModel:
             nb_h, nb_w = (g.hs, g.ws) if top else (g.nbh, g.nbw)
             ext_h, ext_w = (unit - 1) * scale + eh, (unit - 1) * scale + ew
             st_h = st_w = unit * scale
+            g_h, g_w = min(math.ceil(ext_h / st_h), nb_h), min(math.ceil(ext_w / st_w), nb_w)
+            if top and self.supervised:
+                g_h, g_w = nb_h, nb_w
             self.colourings.append(Colouring(
-                unit=unit, nb_h=nb_h, nb_w=nb_w, g_h=min(math.ceil(ext_h / st_h), nb_h),
-                g_w=min(math.ceil(ext_w / st_w), nb_w), step_h=st_h, step_w=st_w,
+                unit=unit, nb_h=nb_h, nb_w=nb_w, g_h=g_h, g_w=g_w, step_h=st_h, step_w=st_w,
                 ext_h=ext_h, ext_w=ext_w, hx=hx, wx=wx))
             scale *= g.p
         self.alpha = [tf.constant(np.full(g.n_states, 1.0 / g.n_states, np.float32))
@@ -179,7 +185,7 @@ class DeepModel:
 
     def with_ks(self, ks: Sequence[int]) -> "DeepModel":
         layers = [dict(lay, n_dict=int(k)) for lay, k in zip(self.layers, ks)]
-        return DeepModel(self.image_shape, layers, self.hyper)
+        return DeepModel(self.image_shape, layers, self.hyper, supervised=self.supervised)
 
     def position_valid(self, l: int) -> np.ndarray:
         """(nbh, nbw, p*p) bool: block positions of layer l < L-1 that lie inside S[l]."""

@@ -87,6 +87,8 @@ def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> 
               ("fraction on", active)]
     if accept:
         panels.append(("HMC acceptance", accept))
+    if "svm_train_error" in df.columns:  # supervised model
+        panels.append(("SVM train error (current draw)", ["svm_train_error"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0))
     burn = df.loc[df["phase"] == "burn-in", "sweep"].max() if (df["phase"] == "burn-in").any() else None
     for ax, (name, cols) in zip(axes, panels):
@@ -97,5 +99,43 @@ def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> 
             ax.axvline(burn + 0.5, color="grey", ls="--", lw=0.8)
         ax.set_title(name, fontsize=9)
     fig.suptitle(title + " (dashed: end of burn-in)", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_confusion(labels: np.ndarray, predicted: np.ndarray, n_classes: int,
+                   path: str | os.PathLike, title: str, class_names: Sequence[str] | None = None) -> None:
+    """Confusion matrix (rows: true class, columns: predicted), counts annotated for
+    up to 20 classes."""
+    cm = np.zeros((n_classes, n_classes), np.int64)
+    np.add.at(cm, (np.asarray(labels, np.int64), np.asarray(predicted, np.int64)), 1)
+    names = list(class_names) if class_names is not None else [str(c) for c in range(n_classes)]
+    side = min(2.0 + 0.45 * n_classes, 16.0)
+    fig, ax = plt.subplots(figsize=(side, side * 0.85))
+    sns.heatmap(cm, annot=n_classes <= 20, fmt="d", cmap="Blues", cbar=True, ax=ax,
+                xticklabels=names, yticklabels=names, annot_kws={"fontsize": 7})
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    err = 100.0 * (1.0 - np.trace(cm) / max(cm.sum(), 1))
+    ax.set_title(f"{title}\n{cm.sum()} test images, error {err:.2f}%", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_image_pair(left: np.ndarray, right: np.ndarray, labels: tuple[str, str],
+                    path: str | os.PathLike, title: str, *, max_images: int = 64,
+                    cols: int = 8) -> None:
+    """Two image grids side by side (Fig. 2: unsupervised vs supervised elements)."""
+    n = min(max_images, len(left), len(right))
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, 2 * cols + 1, figsize=((2 * cols + 1) * 0.9, rows * 0.95 + 0.7),
+                             squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for side, imgs in enumerate((left, right)):
+        for i in range(n):
+            _show(axes[i // cols, side * (cols + 1) + i % cols], imgs[i])
+        axes[0, side * (cols + 1)].set_title(labels[side], fontsize=8, loc="left")
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     _save(fig, path)

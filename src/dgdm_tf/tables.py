@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from .paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 
 #: methods the workflow has rules for (keep in sync with the config schema's enum)
-IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "cnn")
+IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervised", "cnn")
 
 DASH = "—"
 
@@ -109,6 +109,18 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
         return _cnn_note(m)
     cfg = m.get("config", {}) or {}
     bits = []
+    sup = cfg.get("supervised") or {}
+    if method == "supervised" and sup:
+        pr = sup.get("predict") or {}
+        bits.append(
+            f"Gibbs over every layer and the SVM jointly on {m.get('n_train')} labelled images "
+            f"from the {sup.get('start_from')} dictionaries, {sup.get('burn_in')} burn-in + "
+            f"{sup.get('collect')} x {sup.get('thin')} collection sweeps; test: MCEM MAP of the "
+            f"top layer ({pr.get('burn_in')} Gibbs sweeps, then {pr.get('iterations')} MCEM "
+            f"iterations), decision values averaged over {m.get('n_models_averaged')} models")
+        if m.get("per_model_test_error_pct"):
+            bits.append("test error of each model alone: "
+                        + ", ".join(f"{e:.2f}%" for e in m["per_model_test_error_pct"]))
     pre = cfg.get("pretrain") or {}
     ref = cfg.get("refine") or {}
     if method == "unsupervised_svm" and ref:
@@ -123,11 +135,11 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
             f"pretraining on {m.get('pretrain_n_images', pre.get('n_images'))} images, "
             f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps per layer")
     feat = cfg.get("features") or {}
-    if feat and method != "unsupervised_svm":
+    if feat and method not in ("unsupervised_svm", "supervised"):
         bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
                     "collection sweeps")
     svm = cfg.get("svm") or {}
-    if svm:
+    if svm and method != "supervised":
         bits.append(f"SVM: {svm.get('burn_in')} burn-in + {svm.get('collect')} collection")
     if m.get("dict_sizes") is not None:
         bits.append("dictionary sizes kept per layer: "

@@ -138,11 +138,13 @@ def raw_dir(ds: str) -> str:
     return DATASETS[ds].get("raw_dir") or os.path.join(config["raw_dir"], ds)
 
 
-def run_config(ds: str) -> dict:
+def run_config(ds: str, method: str | None = None) -> dict:
     """What a run of dataset `ds` depends on: recorded in its results, compared on rerun
-    (the `methods` list and the CNN baseline's `cnn` block are left out: enabling another
-    method or changing the CNN must not rerun this one)."""
-    block = {k: v for k, v in DATASETS[ds].items() if k not in ("methods", "cnn")}
+    (the `methods` list, the CNN baseline's `cnn` block and, except for `method`
+    supervised, the `supervised` block are left out: enabling another method or changing
+    the CNN or the supervised model must not rerun this one)."""
+    skip = ("methods", "cnn") + (() if method == "supervised" else ("supervised",))
+    block = {k: v for k, v in DATASETS[ds].items() if k not in skip}
     return {"seed": config["seed"], "hyper": config["hyper"], "dataset": ds, "block": block}
 
 

@@ -11,6 +11,9 @@ rule tables:
         topdown=[f"results/{ds}/{f}" for ds, b in DATASETS.items()
                  if "unsupervised_svm" in b["methods"]
                  for f in ("inpainting/metrics.json", "figures/generated.png")],
+        # Fig. 2's comparison, where the supervised model runs
+        supervised=[f"results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png"
+                    for ds, b in DATASETS.items() if "supervised" in b["methods"]],
     output:
         "results/tables.md",
     params:

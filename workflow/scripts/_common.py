@@ -91,6 +91,30 @@ def subset_indices(n: int, size: int | None, seed: int, labels=None):
     return np.asarray(idx, dtype=np.int64)
 
 
+def split_subset(d, split: str, size, own, seed: int, ds: str):
+    """(x, labels, indices) of the methods' shared seeded subset of `split` (`size`
+    images, stratified), then its first `own` (None: all of it)."""
+    import numpy as np
+
+    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
+    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
+    if own is not None:
+        idx = idx[: int(own)]
+    return (np.ascontiguousarray(x_all[idx], np.float32), np.asarray(y_all[idx], np.int64), idx)
+
+
+def provenance(seed: int, config_files, run_cfg: dict) -> dict:
+    """The keys every metrics.json ends with: seed, config, versions, time."""
+    import platform
+    import time as _time
+
+    import dgdm_tf
+
+    return {"seed": seed, "config_file": ", ".join(config_files), "config": run_cfg["block"],
+            "hyper": run_cfg["hyper"], "dgdm_tf_version": dgdm_tf.__version__,
+            "python": platform.python_version(), "finished": _time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def plain(obj):
     """Snakemake params (Namedlist / dict-likes) as plain Python for yaml/json."""
     if isinstance(obj, dict):

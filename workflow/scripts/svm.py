@@ -2,17 +2,14 @@
 the run's resolved config (config.yaml) in the run directory."""
 
 import json
-import platform
-import time
 
-from _common import elapsed, plain, progress, seed_for, start, write_resolved_config
+from _common import elapsed, plain, progress, provenance, seed_for, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import dgdm_tf  # noqa: E402
 from dgdm_tf import atomic_io  # noqa: E402
 from dgdm_tf.svm import BayesianSVM  # noqa: E402
 
@@ -103,13 +100,7 @@ metrics = {
     "dict_sizes": dict_sizes,
     "wall_seconds": float(sum(by_step.values())),
     "wall_seconds_by_step": by_step,
-    "seed": seed,
-    "config_file": ", ".join(snakemake.params.config_files),
-    "config": run_cfg["block"],
-    "hyper": run_cfg["hyper"],
-    "dgdm_tf_version": dgdm_tf.__version__,
-    "python": platform.python_version(),
-    "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    **provenance(seed, snakemake.params.config_files, run_cfg),
 }
 atomic_io.write_json(snakemake.output.metrics, metrics)
 progress(f"done in {elapsed():.1f} s")

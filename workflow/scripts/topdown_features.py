@@ -4,7 +4,7 @@ for the same seeded train/test subsets as the other methods (their first images)
 
 import json
 
-from _common import elapsed, plain, progress, seed_for, start, subset_indices
+from _common import elapsed, plain, progress, seed_for, split_subset, start
 
 start(snakemake, tensorflow=True)
 
@@ -25,12 +25,8 @@ d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                          ("test", snakemake.params.n_test, cfg["n_test"])):
-    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
     # the other methods' subset, then its first `own` images
-    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
-    if own is not None:
-        idx = idx[: int(own)]
-    x = np.ascontiguousarray(x_all[idx], np.float32)
+    x, y, idx = split_subset(d, split, size, own, seed, ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
     res = deep_chain.infer_topdown(
         x, dictionaries, layers, seed=seed_for(seed, ds, "topdown_features", split),
@@ -38,7 +34,7 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
         batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
         hyper=hyper, progress=progress)
     out[f"f_{split}"] = res["features"].astype(np.float32)
-    out[f"y_{split}"] = np.asarray(y_all[idx], np.int64)
+    out[f"y_{split}"] = y
     out[f"idx_{split}"] = idx
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)

@@ -1,0 +1,194 @@
+"""Test-time inference of the supervised model (supplement Algorithm 2 and "Testing"):
+Monte Carlo EM for the MAP of a new image's top layer S[L] = W . Z[L], dictionaries fixed.
+
+Psi_test = (W, Z[L]) (W defined for every unit, prior N(0, 1/gamma_s[n])), Phi_test =
+(Z[l < L-1], theta, pi, gamma_e, gamma_s): the latent variables the E-step samples from
+their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.deep_gibbs`; gamma_s
+is one per image here, the paper's per-image prior of a new image's weights). The M-step
+raises the sampled Q (eq. ApproTestQ)
+
+    Q(W, Z) = sum_n [ -gamma_e/2 ||X - g(W . Z)||^2 - gamma_s/2 ||W||^2
+                      + sum_u z_u log pi + (1 - z_u) log(1 - pi) ]
+
+in two moves, each of which cannot lower it:
+  1. per unit, (z, w) jointly to their coordinate maximum: z = 1 iff
+     log(pi/(1-pi)) + (gamma_e b)^2 / (2 P) > 0 (b = <F, R0>, P = gamma_e ||F||^2 + gamma_s,
+     F the unit's image, R0 the residual without it), w = gamma_e b / P if on, else 0.
+     This is eq. UpdateZ evaluated at the unit's best w (UpdateZ alone, at the current w,
+     can never switch a unit on once its W has decayed to 0, since an off unit's W gets no
+     data gradient). Units of one colour of one map have disjoint footprints: Q is
+     separable over them, so they are maximised together.
+  2. ``rmsprop_steps`` RMSprop steps (eq. UpdateW, decay ``rmsprop_decay``) on W with Z
+     fixed, the gradient by autodiff of Q.
+The chain starts from a Gibbs sample (``burn_in`` sweeps of the test-time sampler), so the
+MAP search starts inside the posterior's bulk.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf import deep_gibbs as G
+from dgdm_tf.chain import check_finite
+from dgdm_tf.deep_model import DeepModel
+
+
+def _resample_gamma_s_per_image(w, model: DeepModel, seed):
+    """gamma_s[n] | W_n ~ Gamma(a_w + M/2, b_w + ||W_n||^2 / 2), M units per image."""
+    h = model.hyper
+    m = float(np.prod(w.shape[1:]))
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+    return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate
+
+
+def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
+    """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and per-image gamma_s.
+    Returns (state, gamma_s (N,))."""
+    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 5))
+    state = state._replace(resid=G.residual(state, x, model, mask))
+    for l in range(model.n_layers - 2, -1, -1):
+        state = G.resample_z(state, x, model, l, G._fold(seeds[0], l), mask)
+    state = G.resample_theta(state, x, model, seeds[1])
+    state = G.resample_pi(state, x, model, seeds[2])
+    state = G.resample_gamma_e(state, x, model, seeds[3], mask)
+    return state, _resample_gamma_s_per_image(w, model, seeds[4])
+
+
+def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
+    """Move 1 of the M-step: every unit's (z, w) to its coordinate maximum of Q."""
+    gt, col = model.top, model.colourings[-1]
+    zd = G._dense_z(state, model)
+    if model.n_layers == 2:
+        f_all = G._top_images_two_layer(state, model, mask)
+        images = lambda ci, k: f_all[ci * gt.k + k]  # noqa: E731
+    else:
+        gen = G._top_images_generic(state, model, zd)
+        images = lambda ci, k: G._masked(gen(ci, k), mask)  # noqa: E731
+    ge = state.gamma_e[:, None, None]
+    gs = gamma_s[:, None, None]
+    s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
+    w_k = tf.transpose(w, [3, 0, 1, 2])
+    log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
+    resid = state.resid
+    for ci, (a, b) in enumerate(col.colours()):
+        member = tf.constant(col.member_mask(a, b))[None]
+        real = tf.constant(col.real(a, b))[None]
+
+        def body(k, resid, s_k, w_k, a=a, b=b, ci=ci, member=member, real=real):
+            f = images(ci, k)
+            r0 = resid + f * col.tile_broadcast(col.take(s_k[k], a, b), a, b)
+            bsum = col.tile_sum(f * r0, a, b)
+            prec = ge * col.tile_sum(f * f, a, b) + gs
+            w_best = ge * bsum / prec
+            gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
+            on = tf.cast((gain > 0.0) & real, tf.float32)
+            val = on * w_best
+            resid = r0 - f * col.tile_broadcast(val, a, b)
+            s_new = tf.where(member, col.put(val, a, b), s_k[k])
+            return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, [[k]], s_new[None]),
+                    tf.tensor_scatter_nd_update(w_k, [[k]], s_new[None]))
+
+        _, resid, s_k, w_k = tf.while_loop(lambda k, *_: k < gt.k, body,
+                                           (tf.constant(0), resid, s_k, w_k),
+                                           parallel_iterations=1)
+    s_top = tf.transpose(s_k, [1, 2, 3, 0])
+    on = tf.cast(tf.not_equal(s_top, 0.0), tf.float32)
+    return state._replace(s_top=s_top, on=on, resid=resid), tf.transpose(w_k, [1, 2, 3, 0])
+
+
+def q_value(state: G.DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.Tensor:
+    """Q of the current sample, per image (N,): the M-step's objective."""
+    rec = G.reconstruct(state._replace(s_top=w * state.on), model)
+    r = G._masked(x - rec, mask)
+    lp = state.log_pi
+    return (-0.5 * state.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3])
+            - 0.5 * gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+            + tf.reduce_sum(state.on * lp[:, None, None, :, 0]
+                            + (1.0 - state.on) * lp[:, None, None, :, 1], axis=[1, 2, 3]))
+
+
+def rmsprop_w(state: G.DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float,
+              decay: float, steps: int, mask=None):
+    """Move 2 of the M-step: RMSprop ascent on W with Z fixed (eq. UpdateW)."""
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            q = tf.reduce_sum(q_value(state, w, gamma_s, x, model, mask))
+        g = tape.gradient(q, w) * state.on  # an off unit's W only decays: keep it at 0
+        v = decay * v + (1.0 - decay) * g * g
+        w = w + lr * g / (tf.sqrt(v) + 1e-8)
+    s_top = w * state.on
+    state = state._replace(s_top=s_top)
+    return state._replace(resid=G.residual(state, x, model, mask)), w, v
+
+
+def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
+                      mask_given: bool = False):
+    """A compiled MCEM iteration f(state, w, v, x[, mask]) -> (state, w, v, gamma_s, Q (N,))."""
+
+    def it(state, w, v, x, mask=None):
+        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 2))
+        state = state._replace(seed=seeds[0])
+        state, gs = e_step(state, w, x, model, seeds[1], mask)
+        state, w = maximise_units(state, w, gs, model, mask)
+        state, w, v = rmsprop_w(state, w, v, gs, x, model, lr=lr, decay=decay, steps=steps,
+                                mask=mask)
+        return state, w, v, gs, q_value(state, w, gs, x, model, mask)
+
+    if mask_given:
+        return tf.function(lambda st, w, v, x, mask: it(st, w, v, x, mask), reduce_retracing=True)
+    return tf.function(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
+
+
+def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
+              seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
+              gamma_e_init: float | None = None, hyper: dict | None = None,
+              rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
+              progress: Callable[[str], None] | None = print) -> dict:
+    """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
+    dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
+
+    Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'q_trace':
+    (iterations,) mean Q per image after each iteration, 'seconds'}. Batch b is seeded
+    by fold-in of (seed, b): results do not depend on the batches before it.
+    """
+    x = np.asarray(x, np.float32)
+    check_finite("test-time MCEM input x", x)
+    if burn_in < 0 or iterations < 1 or batch_size < 1:
+        raise ValueError("need burn_in >= 0, iterations >= 1 and batch_size >= 1")
+    say = progress or (lambda _m: None)
+    ks = [int(np.shape(d)[-1]) for d in dictionaries]
+    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    gibbs_fns, mcem_fns = {}, {}
+    feats, q_sum = [], np.zeros(iterations)
+    t0 = time.time()
+    for b0 in range(0, len(x), batch_size):
+        xb = tf.constant(x[b0: b0 + batch_size])
+        nb = int(xb.shape[0])
+        if nb not in gibbs_fns:
+            gibbs_fns[nb] = G.make_sweep_fn(model, update_globals=False)
+            mcem_fns[nb] = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay,
+                                             steps=rmsprop_steps)
+        bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x3C3], tf.int32),
+                                                         b0 // batch_size)
+        st = G.init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
+                          gamma_s_init=gamma_s)
+        for _ in range(burn_in):
+            st, _ = gibbs_fns[nb](st, xb)
+        w = st.s_top
+        v = tf.zeros_like(w)
+        for t in range(iterations):
+            st, w, v, _, q = mcem_fns[nb](st, w, v, xb)
+            q_sum[t] += float(tf.reduce_sum(q))
+        f = np.asarray(st.s_top).reshape(nb, -1)
+        check_finite("MAP top-layer features", f)
+        feats.append(f)
+        done = b0 + nb
+        say(f"test-time MCEM: {done}/{len(x)} images, Q/image {q_sum[-1] / done:.6g}, "
+            f"{done / max(time.time() - t0, 1e-9):.2f} images/s")
+    return {"features": np.concatenate(feats), "q_trace": q_sum / len(x),
+            "seconds": time.time() - t0}

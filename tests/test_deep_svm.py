@@ -1,0 +1,194 @@
+"""Tests of the supervised model (dgdm_tf.deep_svm and its wiring into deep_gibbs /
+deep_chain): a Geweke joint-distribution test of the whole supervised sweep (the S[L]
+conditional with the SVM terms, beta, lambda, omega, kappa) on a tiny labelled model, the
+lambda draws against their inverse-Gaussian moments, margin bookkeeping, resume and
+determinism of the supervised chain, and supervised vs unsupervised + SVM on labelled
+data drawn from a tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dgdm_tf import deep_chain, deep_mcem, deep_svm
+from dgdm_tf import deep_gibbs as G
+from dgdm_tf import svm as S
+from dgdm_tf.deep_model import DeepModel, generate
+from dgdm_tf.svm import BayesianSVM
+from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats
+
+# gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
+GEWEKE_SVM = deep_svm.SvmHyper(gamma=0.1, a_kappa=3.0, b_kappa=3.0, bias_var=1.0, kappa=1.0)
+
+
+def _forward_supervised(rng, model: DeepModel, y, mean, std, hyper=GEWEKE_SVM):
+    """An exact draw of the supervised joint given the labels y (C, N), by rejection: the
+    deep model and beta, omega, kappa from their priors, accepted with probability
+    prod_nl exp(-2 gamma max(c_nl, 0)) (the pseudo-likelihood with lambda integrated out,
+    <= 1), then lambda | c from its conditional and X from the likelihood."""
+    c_, f = y.shape[0], mean.size
+    while True:
+        st, x, rec = _forward(rng, model, y.shape[1])
+        kappa = rng.gamma(hyper.a_kappa, 1.0 / hyper.b_kappa, size=c_)
+        omega = rng.exponential(1.0 / kappa[:, None], size=(c_, f))
+        beta = np.concatenate([rng.normal(size=(c_, f)) * np.sqrt(omega),
+                               rng.normal(size=(c_, 1)) * np.sqrt(hyper.bias_var)], 1)
+        c = 1.0 - y * (beta @ deep_svm.design(st.s_top, mean, std).numpy().T)
+        if rng.random() < np.exp(-2.0 * hyper.gamma * np.maximum(c, 0.0).sum()):
+            break
+    lam = S.lambda_from_residual(c, hyper.gamma, rng.integers(0, 2 ** 31, size=2)).numpy()
+    svm = deep_svm.SvmState(beta=tf.constant(beta), omega=tf.constant(omega),
+                            kappa=tf.constant(kappa), lam=tf.constant(lam),
+                            mean=tf.constant(mean), std=tf.constant(std))
+    return st, svm, x, rec
+
+
+def _svm_stats(st, svm, x, rec, model, y):
+    m = deep_svm.margins(svm, st.s_top).numpy().T
+    lam = svm.lam.numpy()
+    extra = [svm.beta.numpy()[0, 0], svm.beta.numpy()[1, -1], np.log(svm.kappa.numpy()[0]),
+             1.0 / (1.0 + lam[0, 0]), 1.0 / (1.0 + lam[1, 1]),  # bounded: lambda is heavy-tailed
+             np.tanh(y[0, 0] * m[0, 0]), np.tanh(y[1, 1] * m[1, 1]), np.tanh(np.sum(y * m)),
+             np.log(svm.omega.numpy()[0, 1])]
+    return np.concatenate([_stats(st, x, rec, model), extra])
+
+
+@pytest.mark.slow
+def test_geweke_supervised_sweep():
+    """Marginal-conditional (rejection) vs successive-conditional simulation of the
+    supervised model agree (|z| < 4) on the deep model's test functions and on beta,
+    kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
+    A non-trivial fixed standardisation exercises the coefficient mapping."""
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
+                      supervised=True)
+    rng = np.random.default_rng(5)
+    m = 2000
+    y = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    f = model.top.hs * model.top.ws * model.top.k
+    mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
+    fwd = np.array([_svm_stats(*_forward_supervised(rng, model, y, mean, std), model, y)
+                    for _ in range(m)])
+    sweep = G.make_sweep_fn(model, n_leapfrog=5, svm_hyper=GEWEKE_SVM)
+    st, svm, x, _ = _forward_supervised(rng, model, y, mean, std)
+    yt = tf.constant(y)
+    sc = []
+    for _ in range(m):
+        st, svm, _ = sweep(st, svm, tf.constant(x), yt)
+        rec = G.reconstruct(st, model).numpy()
+        x = (rec + rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
+             ).astype(np.float32)
+        sc.append(_svm_stats(st, svm, x, rec, model, y))
+    sc = np.array(sc)
+    batches = sc.reshape(20, -1, sc.shape[1]).mean(1)
+    z = (sc.mean(0) - fwd.mean(0)) / np.sqrt(batches.var(0, ddof=1) / 20 + fwd.var(0, ddof=1) / m)
+    assert np.all(np.abs(z) < 4.0), z
+
+
+def test_lambda_draws_match_inverse_gaussian_moments():
+    """Through the deep wiring (standardised top layer): 1/lambda ~ IG(1/|c|, gamma) with
+    c = 1 - y margin; 20000 draws' mean and variance within 3 % / 8 % of
+    1/|c| and 1/(|c|^3 gamma)."""
+    n, gamma = 20000, 0.7
+    s_top = np.broadcast_to(np.array([0.4, -1.2, 0.0], np.float32).reshape(1, 1, 1, 3), (n, 1, 1, 3))
+    mean, std = np.array([0.1, -0.2, 0.0], np.float32), np.array([2.0, 0.5, 1.0], np.float32)
+    beta = np.array([[0.3, -0.4, 1.0, -0.5], [-0.5, 0.1, 0.0, -0.3]])  # |c| = 0.655, 0.425
+    svm = deep_svm.init_svm(2, mean, std, n, deep_svm.SvmHyper(gamma=gamma))._replace(beta=tf.constant(beta))
+    y = deep_svm.targets(np.zeros(n, np.int64), 2)
+    out = deep_svm.resample_svm(svm, tf.constant(s_top), y, deep_svm.SvmHyper(gamma=gamma), [1, 2])
+    sd = (s_top[0].ravel() - mean) / std
+    c = 1.0 - np.array([1.0, -1.0]) * (beta[:, :3] @ sd + beta[:, 3])
+    inv = 1.0 / out.lam.numpy()
+    mu, var = 1.0 / np.abs(c), 1.0 / (np.abs(c) ** 3 * gamma)
+    np.testing.assert_allclose(inv.mean(1), mu, rtol=0.03)
+    np.testing.assert_allclose(inv.var(1), var, rtol=0.08)
+
+
+def test_unit_terms_reproduce_the_margins():
+    """offset + sum_u coef_u s_u (what the S[L] conditional uses) equals beta^T [(s - mean)
+    / std, 1] (what the SVM conditionals use)."""
+    rng = np.random.default_rng(0)
+    s_top = rng.normal(size=(5, 2, 3, 4)).astype(np.float32)
+    mean, std = deep_svm.standardisation(s_top)
+    svm = deep_svm.init_svm(3, mean, std, 5, deep_svm.SvmHyper())._replace(
+        beta=tf.constant(rng.normal(size=(3, 25))))
+    terms = deep_svm.unit_terms(svm, deep_svm.targets([0, 1, 2, 0, 1], 3), (2, 3, 4), deep_svm.SvmHyper())
+    marg = terms["offset"][None] + np.einsum("nhwk,chwk->nc", s_top, terms["coef"].numpy())
+    np.testing.assert_allclose(marg, deep_svm.margins(svm, s_top).numpy(), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# The supervised chain
+# ---------------------------------------------------------------------------------------
+
+LAYERS = [{"dict_size": 3, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 1}]
+
+
+def _labelled_data(n, seed=0, noise=0.3):
+    """Images from a tiny model whose class c switches on top map c (random weights,
+    random unpooling), plus noise; and the dictionaries that drew them."""
+    model = DeepModel((12, 12, 1), LAYERS)
+    rng = np.random.default_rng(seed)
+    d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+    gt, g0 = model.top, model.geoms[0]
+    lab = rng.integers(0, gt.k, n)
+    s = np.zeros((n, gt.hs, gt.ws, gt.k), np.float32)
+    for i in range(n):
+        s[i, :, :, lab[i]] = (rng.random((gt.hs, gt.ws)) < 0.5) * (1 + 0.3 * rng.normal(size=(gt.hs, gt.ws)))
+    z = rng.integers(0, g0.n_states, size=(n, g0.nbh, g0.nbw, g0.k)).astype(np.int32)
+    x = np.asarray(generate(tf.constant(s), model, [tf.constant(v) for v in d], [tf.constant(z)]))
+    return model, d, (x + noise * rng.normal(size=x.shape)).astype(np.float32), lab
+
+
+def test_supervised_chain_resumes_exactly(tmp_path):
+    """Killed after 3 sweeps and rerun, the chain ends where an uninterrupted one does
+    (state, SVM and kept models are checkpointed); same seed, same numbers."""
+    _, d, x, lab = _labelled_data(24)
+    kw = dict(seed=4, burn_in=3, collect=3, labels=lab, n_classes=3, svm_hyper={},
+              keep_models=2, progress=None, checkpoint_every=1)
+    full = deep_chain.run_refine(x, d, LAYERS, **kw)
+    assert deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
+    resumed = deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, **kw)
+    assert full["samples"]["beta"].shape[0] == 2
+    np.testing.assert_array_equal(full["samples"]["beta"], resumed["samples"]["beta"])
+    for a, b in zip(full["D"], resumed["D"]):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite([r["svm_train_error"] for r in full["trace"][1:]]).all()
+
+
+@pytest.mark.slow
+def test_supervised_model_against_unsupervised_plus_svm():
+    """On labelled images drawn from a tiny model (class = which top map is on), the
+    supervised model classifies held-out images at least as well as the unsupervised
+    model + a separate SVM, from the same dictionaries and the same number of sweeps.
+
+    It need not be strictly better: when the classes are separable in the unsupervised
+    features both reach the Bayes rate, and supervision changes only the training
+    features (test features are inferred without labels in both pipelines). The test
+    allows a 5-point margin (3 of the 60 test images) for the two pipelines' different
+    Monte Carlo noise, and checks that both beat chance (66.7 % error) by far.
+    """
+    model, d, x, lab = _labelled_data(180, seed=1, noise=0.6)
+    top = (model.top.hs, model.top.ws, model.top.k)
+    xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
+    sweeps = dict(seed=2, burn_in=8, collect=4, progress=None)
+    sup = deep_chain.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3, svm_hyper={},
+                                keep_models=2, **sweeps)
+    errs = []
+    for j in range(2):
+        mp = deep_mcem.infer_map(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
+                                 burn_in=3, iterations=5, batch_size=60, gamma_s=sup["gamma_s"],
+                                 progress=None)
+        errs.append(deep_svm.decision_values(sup["samples"]["beta"][j: j + 1], sup["svm_mean"],
+                                             sup["svm_std"], mp["features"].reshape((-1,) + top)))
+    err_sup = 100 * np.mean(np.mean(errs, 0).argmax(1) != yte)
+    uns = deep_chain.run_refine(xtr, d, LAYERS, **sweeps)
+    common = dict(seed=3, burn_in=3, collect=5, batch_size=60, gamma_s=uns["gamma_s"], progress=None)
+    f_tr = deep_chain.infer_topdown(xtr, uns["D"], LAYERS, **common)["features"]
+    f_te = deep_chain.infer_topdown(xte, uns["D"], LAYERS, **common)["features"]
+    clf = BayesianSVM(3, burn_in=50, collect=50, seed=0).fit(f_tr, ytr)
+    err_uns = 100 * np.mean(clf.predict(f_te) != yte)
+    print(f"test error: supervised {err_sup:.1f}%, unsupervised + SVM {err_uns:.1f}%")
+    assert err_sup <= err_uns + 5.0, (err_sup, err_uns)
+    assert err_sup < 30.0 and err_uns < 30.0, (err_sup, err_uns)

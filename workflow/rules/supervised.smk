@@ -1,0 +1,69 @@
+# The supervised model (Sec. 2.3): the top-down model and the Bayesian SVM refined
+# jointly on labelled images, then test images classified from the MCEM MAP of their
+# top layer (supplement Algorithm 2), decision values averaged over collected models.
+#
+# Crash safety as refinement: the chain checkpoints into results/{ds}/supervised/ckpt/,
+# which is not an output, so `--rerun-incomplete` resumes from it.
+
+
+rule supervised:
+    """Train {ds}'s supervised model: Gibbs over every layer and the SVM jointly."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        layers=all_layer_files,
+        refine="results/{ds}/refine/model.npz",
+    output:
+        model="results/{ds}/supervised/model.npz",
+        trace="results/{ds}/supervised/trace.csv",
+        trace_png="results/{ds}/figures/supervised_trace.png",
+        top_png="results/{ds}/figures/top_dictionary_supervised.png",
+        compare_png="results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png",
+    params:
+        cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+        checkpoint_dir=lambda wc: f"results/{wc.ds}/supervised/ckpt",
+    log:
+        "results/logs/supervised/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/supervised/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("supervised"),
+    script:
+        "../scripts/supervised.py"
+
+
+rule supervised_predict:
+    """Classify {ds}'s test images with the supervised model: metrics.json,
+    predictions.csv (all C decision values), the confusion matrix."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        model="results/{ds}/supervised/model.npz",
+        summary="results/{ds}/data/summary.json",
+        layers=all_layer_files,
+        refine="results/{ds}/refine/model.npz",
+    output:
+        metrics="results/{ds}/supervised/metrics.json",
+        predictions="results/{ds}/supervised/predictions.csv",
+        config="results/{ds}/supervised/config.yaml",
+        confusion_png="results/{ds}/figures/confusion_supervised.png",
+    params:
+        cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+        run_config=lambda wc: run_config(wc.ds, "supervised"),
+        config_files=CONFIG_FILES,
+        hyper=config["hyper"],
+        seed=config["seed"],
+    log:
+        "results/logs/supervised_predict/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/supervised_predict/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("supervised_predict"),
+    script:
+        "../scripts/supervised_predict.py"

@@ -1,0 +1,90 @@
+"""rule supervised: train the supervised model (Sec. 2.3) -- every layer of the top-down
+model and the C one-vs-all Bayesian SVMs by Gibbs jointly on labelled images
+(dgdm_tf.deep_chain.run_refine with labels).
+
+The images are the first `supervised.n_train` of the other methods' training subset.
+The chain checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
+`--rerun-incomplete` resumes from it); removed when done unless `keep_checkpoints`.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from _common import elapsed, plain, progress, seed_for, split_subset, start
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, data, deep_chain, deep_plots, deep_svm  # noqa: E402
+from dgdm_tf.deep_model import DeepModel, project_top_to_data  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.cfg)
+layers = plain(snakemake.params.layers)
+hyper = plain(snakemake.params.hyper)
+seed = int(snakemake.params.seed)
+ckpt = Path(snakemake.params.checkpoint_dir)
+ckpt.mkdir(parents=True, exist_ok=True)
+
+pre = [np.load(p) for p in snakemake.input.layers]
+with np.load(snakemake.input.refine) as z:
+    refined = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
+    refined_on = np.asarray(z["on_rate"])
+    refined_gamma_s, refined_gamma_e = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
+if cfg["start_from"] == "refined":
+    dictionaries, gamma_s0, gamma_e0 = refined, refined_gamma_s, refined_gamma_e
+else:
+    dictionaries = [np.asarray(z["D"], np.float32) for z in pre]
+    gamma_e0, gamma_s0 = float(np.mean(pre[0]["gamma_e"])), float(pre[-1]["gamma_w"])
+
+d = data.load_prepared(snakemake.input.data)
+x, labels, idx = split_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
+n_classes = len(d["class_names"]) if "class_names" in d else int(
+    max(d["y_train"].max(), d["y_test"].max()) + 1)
+svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var")}
+progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
+         f"dictionaries {[v.shape for v in dictionaries]}; {cfg}")
+
+out = deep_chain.run_refine(
+    x, dictionaries, layers, seed=seed_for(seed, ds, "supervised"), burn_in=int(cfg["burn_in"]),
+    collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
+    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
+    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
+    progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
+    keep_models=int(cfg["predict"]["models"]))
+
+model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])
+top_shape = (model.top.hs, model.top.ws, model.top.k)
+# training error of the averaged decision values on the chain's own (RB) features
+dv = deep_svm.decision_values(out["samples"]["beta"], out["svm_mean"], out["svm_std"],
+                              out["features"].reshape((-1,) + top_shape))
+train_err = 100.0 * float(np.mean(np.argmax(dv, 1) != labels))
+progress(f"{ds}: training error of the supervised model {train_err:.2f}%")
+deep_chain.write_trace_csv(snakemake.output.trace, out["trace"], deep_chain.trace_columns(model))
+arrs = {f"D{l + 1}": v for l, v in enumerate(out["D"])}
+arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(out["samples"]["D"])})
+arrs.update({f"theta{l + 1}": t for l, t in enumerate(out["theta"])})
+atomic_io.save_npz(
+    snakemake.output.model, **arrs, n_layers=np.int64(len(out["D"])),
+    samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
+    n_classes=np.int64(n_classes), gamma_s=np.float64(out["gamma_s"]), gamma_e=out["gamma_e"],
+    on_rate=out["on_rate"], image_indices=idx, labels=labels,
+    train_error_pct=np.float64(train_err), sweeps=np.int64(out["sweeps"]),
+    chain_seconds=np.float64(out["seconds"]), wall_seconds=np.float64(elapsed()),
+    supervised_config=np.array(json.dumps(cfg)), layers=np.array(json.dumps(layers)))
+deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
+                             f"{ds}: supervised model (top-down model + Bayesian SVM)")
+# Fig. 2: top-layer elements in the data plane, most used first
+order_sup = np.argsort(-out["on_rate"])
+proj_sup = project_top_to_data(model, out["D"])[order_sup]
+deep_plots.plot_image_grid(proj_sup, snakemake.output.top_png,
+                           f"{ds}: top-layer elements in the data plane, supervised (most used first)")
+proj_uns = project_top_to_data(model, refined)[np.argsort(-refined_on)]
+deep_plots.plot_image_pair(proj_uns, proj_sup, ("unsupervised (refined)", "supervised"),
+                           snakemake.output.compare_png,
+                           f"{ds}: top-layer elements in the data plane (Fig. 2), most used first")
+if not cfg["keep_checkpoints"]:
+    shutil.rmtree(ckpt, ignore_errors=True)
+progress(f"done in {elapsed():.1f} s")

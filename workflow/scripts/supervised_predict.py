@@ -1,0 +1,111 @@
+"""rule supervised_predict: classify test images with the supervised model (supplement
+Algorithm 2): for each kept model (D, beta) the MCEM MAP of every test image's top layer
+(dgdm_tf.deep_mcem.infer_map), decision values beta_l^T s averaged over the models, label
+argmax_l. Writes metrics.json, predictions.csv (all C decision values), the run's
+resolved config and the confusion matrix."""
+
+import json
+
+from _common import (elapsed, plain, progress, provenance, seed_for, split_subset, start,
+                     write_resolved_config)
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dgdm_tf import atomic_io, data, deep_mcem, deep_plots, deep_svm  # noqa: E402
+from dgdm_tf.deep_model import DeepModel  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.cfg)
+pcfg = cfg["predict"]
+layers = plain(snakemake.params.layers)
+hyper = plain(snakemake.params.hyper)
+run_cfg = plain(snakemake.params.run_config)
+seed = int(snakemake.params.seed)
+
+with np.load(snakemake.input.model) as z:
+    n_layers = int(z["n_layers"])
+    samples_d = [np.asarray(z[f"samples_D{l + 1}"], np.float32) for l in range(n_layers)]
+    betas = np.asarray(z["samples_beta"])
+    mean, std = np.asarray(z["svm_mean"]), np.asarray(z["svm_std"])
+    n_classes = int(z["n_classes"])
+    gamma_s, gamma_e0 = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
+    n_train = int(len(z["labels"]))
+    train_err = float(z["train_error_pct"])
+    train_seconds = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+d = data.load_prepared(snakemake.input.data)
+x, labels, idx = split_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
+model = DeepModel(x.shape[1:], layers, hyper).with_ks([v.shape[-1] for v in samples_d])
+top_shape = (model.top.hs, model.top.ws, model.top.k)
+n_models = len(betas)
+progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
+
+dvs, per_model, q_traces, mcem_seconds = [], [], [], 0.0
+for j in range(n_models):
+    res = deep_mcem.infer_map(
+        x, [v[j] for v in samples_d], layers, seed=seed_for(seed, ds, "supervised_predict", j),
+        burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
+        batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0, hyper=hyper,
+        rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
+        rmsprop_steps=int(pcfg["rmsprop_steps"]), progress=progress)
+    dv = deep_svm.decision_values(betas[j: j + 1], mean, std, res["features"].reshape((-1,) + top_shape))
+    dvs.append(dv)
+    per_model.append(100.0 * float(np.mean(np.argmax(dv, 1) != labels)))
+    q_traces.append([float(q) for q in res["q_trace"]])
+    mcem_seconds += res["seconds"]
+    progress(f"{ds}: model {j + 1}/{n_models}: test error {per_model[-1]:.2f}% "
+             f"({len(x) / res['seconds']:.2f} images/s)")
+scores = np.mean(dvs, axis=0)
+pred = np.argmax(scores, 1)
+test_err = 100.0 * float(np.mean(pred != labels))
+progress(f"{ds}: supervised model, decision values averaged over {n_models} model(s): "
+         f"test error {test_err:.2f}%")
+
+df = pd.DataFrame({"test_index": idx, "label": labels, "predicted": pred})
+for c in range(n_classes):
+    df[f"score_{c}"] = scores[:, c]
+with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
+    df.to_csv(tmp, index=False, float_format="%.6g")
+names = [str(v) for v in d["class_names"]] if "class_names" in d else None
+deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_png,
+                          f"{ds}: supervised model (MCEM MAP features, {n_models} model(s) averaged)",
+                          class_names=names)
+write_resolved_config(snakemake.output.config, snakemake.params.config_files, "supervised", run_cfg)
+
+summary = json.loads(open(snakemake.input.summary).read())
+by_step = {"prepare": float(summary.get("seconds", 0.0))}
+dict_sizes, n_pre = [], None
+for i, path in enumerate(snakemake.input.layers, start=1):
+    with np.load(path) as z:
+        by_step[f"pretrain_layer{i}"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+        if i == 1:
+            n_pre = int(z["n_input"])
+if cfg["start_from"] == "refined":
+    with np.load(snakemake.input.refine) as z:
+        by_step["refine"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+by_step["supervised"] = train_seconds
+by_step["supervised_predict"] = elapsed()
+metrics = {
+    "dataset": ds,
+    "method": "supervised",
+    "test_error_pct": test_err,
+    "test_accuracy_pct": 100.0 - test_err,
+    "train_error_pct": train_err,
+    "per_model_test_error_pct": per_model,
+    "n_models_averaged": n_models,
+    "mcem_q_trace": q_traces,
+    "test_images_per_second": float(n_models * len(x) / max(mcem_seconds, 1e-9)),  # per model pass
+    "n_train": n_train,
+    "n_test": int(len(x)),
+    "n_classes": n_classes,
+    "n_features": int(np.prod(top_shape)),
+    "pretrain_n_images": n_pre,
+    "dict_sizes": [int(v.shape[-1]) for v in samples_d],
+    "wall_seconds": float(sum(by_step.values())),
+    "wall_seconds_by_step": by_step,
+    **provenance(seed, snakemake.params.config_files, run_cfg),
+}
+atomic_io.write_json(snakemake.output.metrics, metrics)
+progress(f"done in {elapsed():.1f} s")
