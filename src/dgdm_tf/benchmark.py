@@ -403,7 +403,13 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             "conditional), test time (dictionaries fixed: what features, missing data and "
             "the SVM's inputs cost) and each step alone, against the floor: one generative "
             "pass of the whole model from the top layer to the image plus its adjoint, over "
-            "the same batch. Random inputs at the dataset's shapes.",
+            "the same batch. Random inputs at the dataset's shapes. The supervised model "
+            "(`dgdm_tf.deep_svm`): its training sweep (the SVM's terms in the top units' "
+            "conditional, then lambda, beta, omega, kappa; 10 classes) and one iteration of "
+            "test-time MCEM (`dgdm_tf.deep_mcem`, Algorithm 2: an E-step sample, the "
+            "units' (z, w) maximisation, one RMSprop step); a test image costs "
+            "`predict.burn_in` test-time sweeps plus `predict.iterations` MCEM "
+            "iterations per averaged model.",
             "",
             md_table(refine[[c for c in REFINE_COLUMNS if c in refine.columns]]),
             "",
@@ -560,6 +566,21 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
         "test-time sweep (D fixed)": G.make_sweep_fn(model, update_globals=False),
         "top units": tf.function(lambda st, x: G.resample_top(st, x, model, st.seed)),
     }
+    # the supervised model (Sec. 2.3): its sweep (SVM terms in S[L], then the SVM's own
+    # draws) on random labels, and one test-time MCEM iteration (Algorithm 2)
+    from dgdm_tf import deep_mcem, deep_svm
+
+    sup_model = DeepModel(tuple(image_shape), layers, hyper, supervised=True)
+    n_classes = 10
+    mean, std = deep_svm.standardisation(s)
+    svm = deep_svm.init_svm(n_classes, mean, std, batch_size, deep_svm.SvmHyper())._replace(
+        beta=tf.constant(rng.normal(size=(n_classes, mean.size + 1)) * 0.1))
+    y = deep_svm.targets(rng.integers(0, n_classes, batch_size), n_classes)
+    sup_fn = G.make_sweep_fn(sup_model, n_leapfrog=n_leapfrog, svm_hyper=deep_svm.SvmHyper())
+    steps["supervised sweep (with the SVM)"] = lambda st, x: sup_fn(st, svm, x, y)
+    mcem_fn = deep_mcem.make_iteration_fn(model, lr=1e-3, decay=0.95, steps=1)
+    steps["test-time MCEM iteration (supervised)"] = (
+        lambda st, x: mcem_fn(st, st.s_top, tf.zeros_like(st.s_top), x))
     for l in range(model.n_layers - 1):
         steps[f"blocks of layer {l + 1}"] = tf.function(
             lambda st, x, l=l: G.resample_z(st, x, model, l, st.seed))
