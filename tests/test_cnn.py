@@ -131,7 +131,7 @@ def test_runs_of_dataset_lists_what_is_missing(tmp_path):
     runs, missing = tables.runs_of_dataset(tmp_path, "mnist", block)
     assert list(runs) == ["cnn"]
     assert "metrics.json" in missing["pretrained_svm"]
-    assert missing["supervised"] == "not implemented yet"
+    assert missing["supervised"] == "not enabled in datasets.mnist.methods"
     block["methods"] = ["pretrained_svm"]
     runs, missing = tables.runs_of_dataset(tmp_path, "mnist", block)
     assert runs == {} and missing["cnn"] == "not enabled in datasets.mnist.methods"
