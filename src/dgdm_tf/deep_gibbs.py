@@ -221,6 +221,17 @@ def _top_images_two_layer(state: DeepState, model: DeepModel, mask):
     return _masked(f, mask)
 
 
+def top_unit_images(state: DeepState, model: DeepModel, mask=None, fast: bool = True):
+    """f(ci, k) -> (N, H, W, C): the masked data-plane image of colour ci's units of map k
+    under the current Z and D. A two-layer model computes them all first in one batched
+    product (``fast``); otherwise one pass down per call."""
+    if fast and model.n_layers == 2:
+        f_all = _top_images_two_layer(state, model, mask)
+        return lambda ci, k: f_all[ci * model.top.k + k]
+    gen = _top_images_generic(state, model, _dense_z(state, model))
+    return lambda ci, k: _masked(gen(ci, k), mask)
+
+
 def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
                  return_expected: bool = False, fast: bool = True, svm_terms=None):
     """(z, w) of every top unit; w integrated out of z (eq. SampleS, no SVM term).
@@ -241,13 +252,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     The margins couple all units of an image, so this needs one unit per colour.
     """
     gt, col = model.top, model.colourings[-1]
-    zd = _dense_z(state, model)
-    if fast and model.n_layers == 2:
-        f_all = _top_images_two_layer(state, model, mask)
-        images = lambda ci, k: f_all[ci * gt.k + k]  # noqa: E731
-    else:
-        gen = _top_images_generic(state, model, zd)
-        images = lambda ci, k: _masked(gen(ci, k), mask)  # noqa: E731
+    images = top_unit_images(state, model, mask, fast)
     ge = state.gamma_e[:, None, None]
     gs = state.gamma_s
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])  # K, N, hs, ws

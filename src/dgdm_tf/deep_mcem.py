@@ -61,13 +61,7 @@ def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
 def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
     """Move 1 of the M-step: every unit's (z, w) to its coordinate maximum of Q."""
     gt, col = model.top, model.colourings[-1]
-    zd = G._dense_z(state, model)
-    if model.n_layers == 2:
-        f_all = G._top_images_two_layer(state, model, mask)
-        images = lambda ci, k: f_all[ci * gt.k + k]  # noqa: E731
-    else:
-        gen = G._top_images_generic(state, model, zd)
-        images = lambda ci, k: G._masked(gen(ci, k), mask)  # noqa: E731
+    images = G.top_unit_images(state, model, mask)
     ge = state.gamma_e[:, None, None]
     gs = gamma_s[:, None, None]
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
