@@ -79,3 +79,22 @@ def test_map_beats_averaged_gibbs_features_in_exact_posterior_density():
     # per image, the MAP is at least as probable (tolerance 0.5 nats), and better overall
     assert np.all(lp_map >= lp_gibbs - 0.5), (lp_map, lp_gibbs)
     assert lp_map.sum() > lp_gibbs.sum(), (lp_map, lp_gibbs)
+
+
+def test_map_follows_the_scale_of_the_top_layer():
+    """D[L] times 1/c, gamma_s (and its prior's rate b_w) times c^2 is the same model with W
+    times c: the MAP is the same features times c. The W step is RMSprop's, whose size does
+    not follow the gradient, so it is taken in units of W's prior sd; an absolute step
+    (the paper's 1e-3) scrambled MNIST's top layer, whose sd is ~2e-3. Same units on, same
+    values within 2 % (float32 round-off, measured 0.7 %; an absolute step is off by
+    its own size, here 5e-2 against features of 1e-3)."""
+    model, d, x = _tiny_data()
+    c = 2.0 ** -10
+    common = dict(seed=5, batch_size=len(x), gamma_e_init=10.0, burn_in=5, iterations=10,
+                  rmsprop_lr=0.05, rmsprop_steps=3, progress=None)
+    ref = deep_mcem.infer_map(x, d, LAYERS, gamma_s=1.0, hyper=HYPER, **common)
+    small = deep_mcem.infer_map(x, [d[0], d[1] / c], LAYERS, gamma_s=1.0 / c ** 2,
+                                hyper={**HYPER, "b_w": HYPER["b_w"] * c ** 2}, **common)
+    assert np.mean(ref["features"] != 0) > 0.2
+    np.testing.assert_array_equal(small["features"] != 0, ref["features"] != 0)
+    np.testing.assert_allclose(small["features"], c * ref["features"], rtol=0.02, atol=1e-8)

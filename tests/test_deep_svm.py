@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_chain, deep_mcem, deep_svm
+from dgdm_tf import deep_chain, deep_svm
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf import svm as S
 from dgdm_tf.deep_model import DeepModel, generate
@@ -110,12 +110,44 @@ def test_unit_terms_reproduce_the_margins():
     / std, 1] (what the SVM conditionals use)."""
     rng = np.random.default_rng(0)
     s_top = rng.normal(size=(5, 2, 3, 4)).astype(np.float32)
-    mean, std = deep_svm.standardisation(s_top)
+    mean, std = deep_svm.standardisation(s_top, scale="unit")
     svm = deep_svm.init_svm(3, mean, std, 5, deep_svm.SvmHyper())._replace(
         beta=tf.constant(rng.normal(size=(3, 25))))
     terms = deep_svm.unit_terms(svm, deep_svm.targets([0, 1, 2, 0, 1], 3), (2, 3, 4), deep_svm.SvmHyper())
     marg = terms["offset"][None] + np.einsum("nhwk,chwk->nc", s_top, terms["coef"].numpy())
     np.testing.assert_allclose(marg, deep_svm.margins(svm, s_top).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_standardisation_global_and_unit():
+    """global: mean 0 and one scale, the root mean square of every entry; unit: per-unit
+    mean and sd, sd 1 for a unit never on."""
+    rng = np.random.default_rng(1)
+    s_top = rng.normal(size=(40, 1, 2, 3)).astype(np.float32) * np.array([1.0, 3.0, 0.0], np.float32)
+    mean, std = deep_svm.standardisation(s_top, scale="global")
+    np.testing.assert_array_equal(mean, 0.0)
+    np.testing.assert_allclose(std, np.sqrt(np.mean(s_top.astype(np.float64) ** 2)), rtol=1e-6)
+    mean, std = deep_svm.standardisation(s_top, scale="unit")
+    f = s_top.reshape(40, -1)
+    np.testing.assert_allclose(mean, f.mean(0), atol=1e-6)
+    np.testing.assert_allclose(std, np.where(f.std(0) > 0, f.std(0), 1.0), rtol=1e-5)
+    with pytest.raises(ValueError, match="scale"):
+        deep_svm.SvmHyper(scale="per-image")
+
+
+def test_svm_steps_are_successive_scans():
+    """steps = 2 is two scans, the second seeded by fold-in 1: the same draws as two calls."""
+    rng = np.random.default_rng(2)
+    s_top = rng.normal(size=(30, 1, 1, 4)).astype(np.float32)
+    y = deep_svm.targets(rng.integers(0, 3, 30), 3)
+    mean, std = deep_svm.standardisation(s_top)
+    h1, h2 = deep_svm.SvmHyper(), deep_svm.SvmHyper(steps=2)
+    svm = deep_svm.init_svm(3, mean, std, 30, h1)
+    seed = tf.constant([5, 6], tf.int64)
+    two = deep_svm.resample_svm(svm, s_top, y, h2, seed)
+    one = deep_svm.resample_svm(svm, s_top, y, h1, seed)
+    one = deep_svm.resample_svm(one, s_top, y, h1, tf.random.experimental.stateless_fold_in(seed, 1))
+    for a, b in zip(two, one):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # ---------------------------------------------------------------------------------------
@@ -145,8 +177,8 @@ def test_supervised_chain_resumes_exactly(tmp_path):
     """Killed after 3 sweeps and rerun, the chain ends where an uninterrupted one does
     (state, SVM and kept models are checkpointed); same seed, same numbers."""
     _, d, x, lab = _labelled_data(24)
-    kw = dict(seed=4, burn_in=3, collect=3, labels=lab, n_classes=3, svm_hyper={},
-              keep_models=2, progress=None, checkpoint_every=1)
+    kw = dict(seed=4, burn_in=3, collect=3, labels=lab, n_classes=3, svm_hyper={"steps": 2},
+              keep_models=2, progress=None, checkpoint_every=1, svm_warmup=3, svm_average=3)
     full = deep_chain.run_refine(x, d, LAYERS, **kw)
     assert deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
     resumed = deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, **kw)
@@ -162,6 +194,8 @@ def test_supervised_model_against_unsupervised_plus_svm():
     """On labelled images drawn from a tiny model (class = which top map is on), the
     supervised model classifies held-out images at least as well as the unsupervised
     model + a separate SVM, from the same dictionaries and the same number of sweeps.
+    Both classify the test images from their posterior-mean top layer (the supervised
+    rule's default, ``predict.features: gibbs``).
 
     It need not be strictly better: when the classes are separable in the unsupervised
     features both reach the Bayes rate, and supervision changes only the training
@@ -173,13 +207,13 @@ def test_supervised_model_against_unsupervised_plus_svm():
     top = (model.top.hs, model.top.ws, model.top.k)
     xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
     sweeps = dict(seed=2, burn_in=8, collect=4, progress=None)
-    sup = deep_chain.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3, svm_hyper={},
-                                keep_models=2, **sweeps)
+    sup = deep_chain.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3,
+                                svm_hyper={"steps": 5}, svm_warmup=50, keep_models=2, **sweeps)
     errs = []
     for j in range(2):
-        mp = deep_mcem.infer_map(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
-                                 burn_in=3, iterations=5, batch_size=60, gamma_s=sup["gamma_s"],
-                                 progress=None)
+        mp = deep_chain.infer_topdown(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
+                                      burn_in=3, collect=5, batch_size=60, gamma_s=sup["gamma_s"],
+                                      progress=None)
         errs.append(deep_svm.decision_values(sup["samples"]["beta"][j: j + 1], sup["svm_mean"],
                                              sup["svm_std"], mp["features"].reshape((-1,) + top)))
     err_sup = 100 * np.mean(np.mean(errs, 0).argmax(1) != yte)

@@ -103,13 +103,24 @@ def _averages(st: G.DeepState, model: DeepModel) -> dict:
     return out
 
 
+def _averaged_beta(svm, s_top, y, shyper, n: int, seed) -> np.ndarray:
+    """Mean beta over ``n`` SVM scans with S[L] held (one scan per step, fold-in seeds)."""
+    one = tf.function(lambda sv, sd: deep_svm.resample_svm(sv, s_top, y, shyper, sd, steps=1))
+    acc = np.zeros(svm.beta.shape, np.float64)
+    for i in range(n):
+        svm = one(svm, tf.random.experimental.stateless_fold_in(seed, i))
+        acc += np.asarray(svm.beta)
+    return acc / n
+
+
 def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
                gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
                n_leapfrog: int = 10, checkpoint_dir=None, checkpoint_every: int = 10,
                trace_path=None, progress: Callable[[str], None] | None = print,
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
-               svm_hyper: dict | None = None, keep_models: int | None = None) -> dict | None:
+               svm_hyper: dict | None = None, keep_models: int | None = None,
+               svm_warmup: int = 0, svm_average: int = 0) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
@@ -120,10 +131,16 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     With ``labels`` (ints in [0, n_classes)) this is the supervised model (Sec. 2.3): the
     Bayesian SVM (:mod:`dgdm_tf.deep_svm`, ``svm_hyper``) is trained jointly. The first
     sweep runs without it (beta = 0 would add nothing); its features fix the SVM's
-    standardisation. The result then also holds 'samples': every collected draw's
+    standardisation, and ``svm_warmup`` SVM scans on its draw of S[L] give beta a start
+    that fits (exact Gibbs steps with S held, so the chain is unchanged in law). The
+    result then also holds 'samples': every collected draw's
     dictionaries and beta ({'D': [per layer (S, ...)], 'beta': (S, C, F+1)}, only
     ``keep_models`` of them, evenly spaced, the last included, when given), and
-    'svm_mean', 'svm_std'.
+    'svm_mean', 'svm_std'. With ``svm_average`` > 0 a kept model's beta is instead the
+    mean of that many further SVM scans with its S[L] held, started from its state: draws
+    of beta from its conditional given the kept state, so a decision value averaged over
+    them is Rao-Blackwellised over beta (a side computation: the chain goes on from the
+    kept state, unchanged).
     """
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
@@ -146,7 +163,8 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             raise ValueError(f"labels must be {len(x)} ints in [0, n_classes={n_classes})")
         shyper = deep_svm.SvmHyper.from_dict(svm_hyper)
         y = deep_svm.targets(labels, n_classes)
-        extra = dict(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep))
+        extra = dict(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
+                     svm_warmup=int(svm_warmup), svm_average=int(svm_average))
     fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
                       gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
@@ -201,8 +219,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         if svm is None:
             state, stats = (burn_fn if phase == "burn-in" else coll_fn)(state, xt)
             if supervised:  # the SVM starts after the first sweep, standardised by it
-                mean, std = deep_svm.standardisation(stats["expected_top"])
+                mean, std = deep_svm.standardisation(stats["expected_top"], scale=shyper.scale)
                 svm = deep_svm.init_svm(n_classes, mean, std, len(x), shyper)
+                if svm_warmup > 0:
+                    svm = deep_svm.resample_svm(svm, state.s_top, y, shyper,
+                                                tf.constant([seed, 0x5A3], tf.int64), steps=svm_warmup)
         else:
             state, svm, stats = sup_fns[phase](state, svm, xt, y)
             check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
@@ -221,8 +242,13 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
             if supervised and (t + 1 - burn_in) // thin - 1 in keep:
                 # a model to predict with: its dictionaries and beta
+                beta = np.asarray(svm.beta)
+                if svm_average > 0:
+                    beta = _averaged_beta(svm, state.s_top, y, shyper, svm_average,
+                                          tf.random.experimental.stateless_fold_in(
+                                              tf.constant([seed, 0xA7E], tf.int64), t))
                 samples.append({**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},
-                                "beta": np.asarray(svm.beta)})
+                                "beta": beta})
         eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)
         sup = (f" SVM train error {row['svm_train_error']:.4f}"
                if supervised and svm is not None else "")

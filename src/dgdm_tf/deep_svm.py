@@ -42,18 +42,33 @@ variables; mean, std (F,) the fixed standardisation of the top layer."""
 @dataclasses.dataclass(frozen=True)
 class SvmHyper:
     """gamma: hinge weight (fixed; :mod:`dgdm_tf.svm` explains why it is not sampled);
-    (a_kappa, b_kappa): Gamma prior of kappa; bias_var: prior variance of the bias."""
+    (a_kappa, b_kappa): Gamma prior of kappa; bias_var: prior variance of the bias;
+    scale: ``"global"`` (one scale for every unit, the paper's raw features up to a
+    constant) or ``"unit"`` (per-unit sd: a unit on in few images gets a large
+    coefficient, which lets the SVM move it at little cost to the likelihood; measured in
+    docs/design.md); steps: SVM Gibbs scans (lambda, beta, omega, kappa) per sweep of the
+    top-down model (repeating an exact block is exact; it lets beta keep up with S)."""
 
     gamma: float = 1.0
     a_kappa: float = 1.0
     b_kappa: float = 1.0
     bias_var: float = 100.0
     kappa: float = 0.5  # start value
+    scale: str = "global"
+    steps: int = 1
+
+    def __post_init__(self):
+        if self.scale not in ("global", "unit"):
+            raise ValueError(f"svm scale must be 'global' or 'unit', got {self.scale!r}")
+        if int(self.steps) < 1:
+            raise ValueError(f"svm steps must be >= 1, got {self.steps!r}")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SvmHyper":
         d = dict(d or {})
-        return cls(**{f.name: float(d[f.name]) for f in dataclasses.fields(cls) if f.name in d})
+        cast = {"scale": str, "steps": int}
+        return cls(**{f.name: cast.get(f.name, float)(d[f.name])
+                      for f in dataclasses.fields(cls) if f.name in d})
 
 
 def flat(s_top) -> tf.Tensor:
@@ -62,12 +77,21 @@ def flat(s_top) -> tf.Tensor:
     return tf.reshape(s_top, [tf.shape(s_top)[0], -1])
 
 
-def standardisation(s_top, *, min_std: float = 1e-6):
-    """Per-unit mean and sd over the images (sd of a unit never on: 1)."""
+def standardisation(s_top, *, scale: str = "global", min_std: float = 1e-12):
+    """(mean, sd), both (F,): ``"unit"``: per-unit mean and sd over the images (sd of a
+    unit never on: 1); ``"global"``: mean 0 and one sd, the root mean square of every
+    entry, for all units (the paper's raw features, rescaled so that beta's prior needs no
+    retuning across data sets)."""
     f = np.asarray(flat(s_top), np.float64)
+    if scale == "global":
+        rms = float(np.sqrt(np.mean(f * f)))
+        return (np.zeros(f.shape[1], np.float32),
+                np.full(f.shape[1], rms if rms > min_std else 1.0, np.float32))
+    if scale != "unit":
+        raise ValueError(f"scale must be 'global' or 'unit', got {scale!r}")
     mean = f.mean(0)
     sd = f.std(0)
-    return mean.astype(np.float32), np.where(sd > min_std, sd, 1.0).astype(np.float32)
+    return mean.astype(np.float32), np.where(sd > 1e-6, sd, 1.0).astype(np.float32)
 
 
 def design(s_top, mean, std) -> tf.Tensor:
@@ -105,20 +129,25 @@ def margins(svm: SvmState, s_top) -> tf.Tensor:
     return tf.matmul(design(s_top, svm.mean, svm.std), svm.beta, transpose_b=True)
 
 
-def resample_svm(svm: SvmState, s_top, y, hyper: SvmHyper, seed) -> SvmState:
+def resample_svm(svm: SvmState, s_top, y, hyper: SvmHyper, seed, steps: int | None = None) -> SvmState:
     """lambda | beta, s; beta | lambda, omega, s; omega | beta, kappa; kappa | omega
-    (supplement eqs. Samplelambda and the beta conditional; exact, :mod:`dgdm_tf.svm`)."""
+    (supplement eqs. Samplelambda and the beta conditional; exact, :mod:`dgdm_tf.svm`),
+    ``steps`` scans (default ``hyper.steps``) with S fixed; scan j > 0 is seeded by fold-in."""
     s = design(s_top, svm.mean, svm.std)
     f = int(svm.omega.shape[1])
     c = int(svm.beta.shape[0])
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4))
     y = tf.cast(y, tf.float64)
-    lam = S.resample_lambda(svm.beta, s, y, hyper.gamma, seeds[0])
-    omega_all = tf.concat([svm.omega, tf.fill([c, 1], tf.constant(hyper.bias_var, tf.float64))], 1)
-    beta = S.resample_beta(lam, omega_all, s, y, hyper.gamma, seeds[1])
-    omega = S.resample_omega(beta[:, :f], svm.kappa, seeds[2])
-    kappa = S.resample_kappa(omega, hyper.a_kappa, hyper.b_kappa, seeds[3])
-    return svm._replace(beta=beta, omega=omega, kappa=kappa, lam=lam)
+    seed = tf.cast(seed, tf.int64)
+    for j in range(int(hyper.steps if steps is None else steps)):
+        sj = seed if j == 0 else tf.cast(tf.random.experimental.stateless_fold_in(seed, j), tf.int64)
+        seeds = tf.unstack(tf.random.experimental.stateless_split(sj, 4))
+        lam = S.resample_lambda(svm.beta, s, y, hyper.gamma, seeds[0])
+        omega_all = tf.concat([svm.omega, tf.fill([c, 1], tf.constant(hyper.bias_var, tf.float64))], 1)
+        beta = S.resample_beta(lam, omega_all, s, y, hyper.gamma, seeds[1])
+        omega = S.resample_omega(beta[:, :f], svm.kappa, seeds[2])
+        kappa = S.resample_kappa(omega, hyper.a_kappa, hyper.b_kappa, seeds[3])
+        svm = svm._replace(beta=beta, omega=omega, kappa=kappa, lam=lam)
+    return svm
 
 
 def log_density(svm: SvmState, s_top, y, hyper: SvmHyper) -> tf.Tensor:

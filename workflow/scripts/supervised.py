@@ -43,7 +43,8 @@ d = data.load_prepared(snakemake.input.data)
 x, labels, idx = split_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
-svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var")}
+svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}
+svm_hyper["steps"] = int(cfg["svm_steps"])
 progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
          f"dictionaries {[v.shape for v in dictionaries]}; {cfg}")
 
@@ -53,7 +54,8 @@ out = deep_chain.run_refine(
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
     progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
-    keep_models=int(cfg["predict"]["models"]))
+    keep_models=int(cfg["predict"]["models"]), svm_warmup=int(cfg["svm_warmup"]),
+    svm_average=int(cfg["svm_average"]))
 
 model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])
 top_shape = (model.top.hs, model.top.ws, model.top.k)

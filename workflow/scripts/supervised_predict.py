@@ -1,8 +1,14 @@
-"""rule supervised_predict: classify test images with the supervised model (supplement
-Algorithm 2): for each kept model (D, beta) the MCEM MAP of every test image's top layer
-(dgdm_tf.deep_mcem.infer_map), decision values beta_l^T s averaged over the models, label
-argmax_l. Writes metrics.json, predictions.csv (all C decision values), the run's
-resolved config and the confusion matrix."""
+"""rule supervised_predict: classify test images with the supervised model. For each kept
+model (D, beta), every test image's top layer S[L] given the image alone, by
+`predict.features`:
+  gibbs: the Rao-Blackwellised posterior mean E[S[L] | x, D] (dgdm_tf.deep_chain.infer_topdown);
+         beta_l^T E[s | x] is the decision value averaged over the posterior of s, the
+         paper's averaging carried down to the local variables;
+  mcem:  the MAP of supplement Algorithm 2 (dgdm_tf.deep_mcem.infer_map), the paper's
+         test-time procedure.
+Decision values are averaged over the models, the label is argmax_l. Writes
+metrics.json, predictions.csv (all C decision values), the run's resolved config and the
+confusion matrix."""
 
 import json
 
@@ -14,7 +20,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_mcem, deep_plots, deep_svm  # noqa: E402
+from dgdm_tf import atomic_io, data, deep_chain, deep_mcem, deep_plots, deep_svm  # noqa: E402
 from dgdm_tf.deep_model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -42,18 +48,24 @@ top_shape = (model.top.hs, model.top.ws, model.top.k)
 n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
+kind = pcfg["features"]
 dvs, per_model, q_traces, mcem_seconds = [], [], [], 0.0
 for j in range(n_models):
-    res = deep_mcem.infer_map(
-        x, [v[j] for v in samples_d], layers, seed=seed_for(seed, ds, "supervised_predict", j),
-        burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
-        batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0, hyper=hyper,
-        rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
-        rmsprop_steps=int(pcfg["rmsprop_steps"]), progress=progress)
+    common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
+                  batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
+                  hyper=hyper, progress=progress)
+    if kind == "mcem":
+        res = deep_mcem.infer_map(
+            x, [v[j] for v in samples_d], layers, iterations=int(pcfg["iterations"]),
+            rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
+            rmsprop_steps=int(pcfg["rmsprop_steps"]), **common)
+        q_traces.append([float(q) for q in res["q_trace"]])
+    else:
+        res = deep_chain.infer_topdown(x, [v[j] for v in samples_d], layers,
+                                       collect=int(pcfg["collect"]), **common)
     dv = deep_svm.decision_values(betas[j: j + 1], mean, std, res["features"].reshape((-1,) + top_shape))
     dvs.append(dv)
     per_model.append(100.0 * float(np.mean(np.argmax(dv, 1) != labels)))
-    q_traces.append([float(q) for q in res["q_trace"]])
     mcem_seconds += res["seconds"]
     progress(f"{ds}: model {j + 1}/{n_models}: test error {per_model[-1]:.2f}% "
              f"({len(x) / res['seconds']:.2f} images/s)")
@@ -70,7 +82,8 @@ with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
     df.to_csv(tmp, index=False, float_format="%.6g")
 names = [str(v) for v in d["class_names"]] if "class_names" in d else None
 deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_png,
-                          f"{ds}: supervised model (MCEM MAP features, {n_models} model(s) averaged)",
+                          f"{ds}: supervised model ({'MCEM MAP' if kind == 'mcem' else 'posterior-mean'} "
+                          f"features, {n_models} model(s) averaged)",
                           class_names=names)
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, "supervised", run_cfg)
 
@@ -95,6 +108,7 @@ metrics = {
     "train_error_pct": train_err,
     "per_model_test_error_pct": per_model,
     "n_models_averaged": n_models,
+    "test_features": kind,
     "mcem_q_trace": q_traces,
     "test_images_per_second": float(n_models * len(x) / max(mcem_seconds, 1e-9)),  # per model pass
     "n_train": n_train,
