@@ -28,7 +28,7 @@ _IGNORE = shutil.ignore_patterns("results", "data", ".snakemake", ".git", "__pyc
 
 def copy_repo(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "workflow", "config", "src", "pyproject.toml"):
+    for name in ("Snakefile", "workflow", "config", "profiles", "src", "pyproject.toml"):
         src = REPO / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=_IGNORE)
@@ -63,6 +63,21 @@ def test_dry_run_resolves(repo, name):
     r = snakemake(repo, "-n", "results/tables.md", "--configfile", f"config/{name}")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "rule tables:" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("profile,config", [("slurm", "paper.yaml"), ("local", "config.yaml")])
+def test_profile_resolves_the_whole_dag(repo, profile, config):
+    """`snakemake -n --profile profiles/<p>` resolves every job; every job carries its
+    memory, runtime and `gpu` resources (what the SLURM executor turns into sbatch flags)."""
+    r = snakemake(repo, "-n", "--profile", f"profiles/{profile}", "results/tables.md",
+                  "--configfile", f"config/{config}")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "rule tables:" in out
+    jobs = out.split("rule ")[1:]
+    res = [re.search(r"resources: (.*)", j).group(1) for j in jobs]
+    for key in ("mem_mb", "runtime", "gpu"):
+        assert all(re.search(rf"\b{key}=\d+", r) for r in res), key
 
 
 def test_dry_run_default_target_and_single_ablation(repo):
@@ -291,6 +306,7 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
     assert 0.0 <= float(sup[1]) <= 100.0 and sup[2] == "0.37" and sup[4] == "40 / 40"
     m = json.loads((repo / "results/mnist_smoke/supervised/metrics.json").read_text())
     assert m["n_models_averaged"] == 1 and len(m["per_model_test_error_pct"]) == 1
+    assert m["test_features"] == "mcem" and len(m["mcem_q_trace"]) == 1
     assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
                                               "refine", "supervised", "supervised_predict"}
     pred = pd.read_csv(repo / "results/mnist_smoke/supervised/predictions.csv")

@@ -120,8 +120,12 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                trace_path=None, progress: Callable[[str], None] | None = print,
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
-               svm_warmup: int = 0, svm_average: int = 0) -> dict | None:
+               svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
+
+    ``chunk``: draw the per-image steps that many images at a time (memory: the top
+    units' data-plane images are units x images x footprint); None, or at least N, draws
+    all at once.
 
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
     'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
@@ -153,7 +157,8 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     supervised = labels is not None
     model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised).with_ks(ks)
     total = burn_in + collect * thin
-    extra = {}
+    chunk = int(chunk) if chunk is not None and int(chunk) < len(x) else None
+    extra = {} if chunk is None else {"chunk": chunk}
     keep = set(range(collect))
     if keep_models is not None:
         keep = {collect - 1 - int(round(j * collect / keep_models)) for j in range(min(keep_models, collect))}
@@ -163,7 +168,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             raise ValueError(f"labels must be {len(x)} ints in [0, n_classes={n_classes})")
         shyper = deep_svm.SvmHyper.from_dict(svm_hyper)
         y = deep_svm.targets(labels, n_classes)
-        extra = dict(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
+        extra.update(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
                      svm_warmup=int(svm_warmup), svm_average=int(svm_average))
     fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
@@ -192,11 +197,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     if state is None:
         state = G.init_state(x, model, dictionaries, tf.constant([seed, 0xDEE9], tf.int32),
                              gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init)
-    burn_fn = G.make_sweep_fn(model, adapt=True, n_leapfrog=n_leapfrog)
-    coll_fn = G.make_sweep_fn(model, adapt=False, n_leapfrog=n_leapfrog)
+    burn_fn = G.make_sweep_fn(model, adapt=True, n_leapfrog=n_leapfrog, chunk=chunk)
+    coll_fn = G.make_sweep_fn(model, adapt=False, n_leapfrog=n_leapfrog, chunk=chunk)
     if supervised:
         sup_fns = {ph: G.make_sweep_fn(model, adapt=ph == "burn-in", n_leapfrog=n_leapfrog,
-                                       svm_hyper=shyper) for ph in ("burn-in", "collect")}
+                                       svm_hyper=shyper, chunk=chunk) for ph in ("burn-in", "collect")}
 
     def save(sweep_idx):
         if ck is None:

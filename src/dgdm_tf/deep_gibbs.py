@@ -566,19 +566,73 @@ def resample_gamma_e(state: DeepState, x, model: DeepModel, seed, mask=None) -> 
 # Sweep, log joint
 # ---------------------------------------------------------------------------------------
 
+PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
+
+
+def take_images(state: DeepState, sl: slice) -> DeepState:
+    """The state restricted to images ``sl`` (every per-image field sliced; globals kept)."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        out[f] = tuple(t[sl] for t in v) if isinstance(v, tuple) else v[sl]
+    return state._replace(**out)
+
+
+def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
+    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        if isinstance(v, tuple):
+            out[f] = tuple(tf.concat([getattr(p, f)[i] for p in parts], 0) for i in range(len(v)))
+        else:
+            out[f] = tf.concat([getattr(p, f) for p in parts], 0)
+    return state._replace(**out)
+
+
+def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask=None,
+                fast_bottom: bool = True, svm_terms=None):
+    """The per-image part of a sweep: the top units, then the unpooling blocks of layers
+    L-2 .. 0 (eqs. SampleS, SampleZ). Given D, gamma_s and each image's own theta, pi,
+    gamma_e (and lambda, beta), images are conditionally independent, so running this on
+    any split of the images into chunks draws from the same conditionals.
+    Returns (state, RB posterior mean of S[L-1])."""
+    state, expected = resample_top(state, x, model, seed_top, mask, return_expected=True,
+                                   fast=fast_bottom, svm_terms=svm_terms)
+    for l in range(model.n_layers - 2, -1, -1):
+        state = resample_z(state, x, model, l, _fold(seed_z, l), mask, fast=fast_bottom)
+    return state, expected
+
+
+def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
+                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10):
+    """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
+    and gamma_e. ``seeds``: the sweep's 8-way split. Returns (state, HMC acceptance per layer)."""
+    accept = [tf.constant(1.0)] * model.n_layers
+    if update_globals:
+        for l in range(model.n_layers):
+            state, accept[l] = resample_d(state, x, model, l, _fold(seeds[3], l), mask=mask,
+                                          n_leapfrog=n_leapfrog, adapt=adapt)
+        state = resample_gamma_s(state, x, model, seeds[4])
+    state = resample_theta(state, x, model, seeds[5])
+    state = resample_pi(state, x, model, seeds[6])
+    state = resample_gamma_e(state, x, model, seeds[7], mask)
+    return state, tf.stack(accept)
+
+
 def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
           adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
           svm=None, y=None, svm_hyper=None):
-    """One sweep: top units, then the blocks of layers L-2 .. 0, then (with
-    ``update_globals``) every D and gamma_s, then theta, pi and gamma_e; with ``svm``
-    (supervised model: a :class:`dgdm_tf.deep_svm.SvmState`, ``y`` the (C, N) targets)
-    the top units see the SVM terms and lambda, beta, omega, kappa are drawn last.
+    """One sweep: top units, then the blocks of layers L-2 .. 0 (:func:`local_steps`),
+    then (with ``update_globals``) every D and gamma_s, then theta, pi and gamma_e
+    (:func:`global_steps`); with ``svm`` (supervised model: a
+    :class:`dgdm_tf.deep_svm.SvmState`, ``y`` the (C, N) targets) the top units see the
+    SVM terms and lambda, beta, omega, kappa are drawn last.
 
     Returns (state, stats) with stats = {'expected_top': RB posterior mean of S[L-1] at
     this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)} and, with
     ``svm``, 'svm': the new SVM state.
     """
-    L = model.n_layers
     seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
     state = state._replace(seed=seeds[0])
     # rebuild the residual from X: no round-off drifts across sweeps
@@ -586,26 +640,61 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     terms = None
     if svm is not None:
         terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
-    state, expected = resample_top(state, x, model, seeds[1], mask, return_expected=True,
-                                   fast=fast_bottom, svm_terms=terms)
-    for l in range(L - 2, -1, -1):
-        state = resample_z(state, x, model, l, _fold(seeds[2], l), mask, fast=fast_bottom)
-    accept = [tf.constant(1.0)] * L
-    if update_globals:
-        for l in range(L):
-            state, accept[l] = resample_d(state, x, model, l, _fold(seeds[3], l), mask=mask,
-                                          n_leapfrog=n_leapfrog, adapt=adapt)
-        state = resample_gamma_s(state, x, model, seeds[4])
-    state = resample_theta(state, x, model, seeds[5])
-    state = resample_pi(state, x, model, seeds[6])
-    state = resample_gamma_e(state, x, model, seeds[7], mask)
-    stats = {"expected_top": expected, "accept": tf.stack(accept)}
+    state, expected = local_steps(state, x, model, seeds[1], seeds[2], mask=mask,
+                                  fast_bottom=fast_bottom, svm_terms=terms)
+    state, accept = global_steps(state, x, model, seeds, mask=mask, update_globals=update_globals,
+                                 adapt=adapt, n_leapfrog=n_leapfrog)
+    stats = {"expected_top": expected, "accept": accept}
     if svm is not None:
         # own stream folded from seeds[4]: the split stays at 8, so unsupervised chains
         # draw exactly what they drew before supervision existed
         stats["svm"] = deep_svm.resample_svm(svm, state.s_top, y, svm_hyper,
                                              _fold(seeds[4], 0x5F3))
     return state, stats
+
+
+def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt: bool,
+                      n_leapfrog: int, fast_bottom: bool, svm_hyper=None):
+    """:func:`sweep` with the per-image steps run ``chunk`` images at a time, one compiled
+    call per chunk, so the top units' data-plane images (units x images x footprint, 120 GB
+    for all 60000 MNIST images) are held for one chunk only. Chunk c > 0 is seeded by
+    fold-in of c into the sweep's streams (chunk 0 by the streams themselves, so one chunk
+    of all images is :func:`sweep`); the globals see all images at once."""
+    local = tf.function(
+        lambda st, x, s1, s2, terms: local_steps(
+            st._replace(resid=residual(st, x, model)), x, model, s1, s2,
+            fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
+    glob = tf.function(lambda st, x, seeds: global_steps(
+        st, x, model, seeds, update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog),
+        reduce_retracing=True)
+    svm_fn = None
+    if svm_hyper is not None:
+        svm_fn = tf.function(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
+
+    def f(state, *args):
+        svm, x, y = args if svm_hyper is not None else (None, args[0], None)
+        n = int(x.shape[0])
+        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
+        state = state._replace(seed=seeds[0])
+        terms = None
+        if svm is not None:
+            terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
+        parts, expected = [], []
+        for c, lo in enumerate(range(0, n, chunk)):
+            sl = slice(lo, min(lo + chunk, n))
+            tc = None if terms is None else {**terms, "target": terms["target"][sl],
+                                             "weight": terms["weight"][sl]}
+            s1, s2 = (seeds[1], seeds[2]) if c == 0 else (_fold(seeds[1], c), _fold(seeds[2], c))
+            st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
+            parts.append(st_c)
+            expected.append(ex)
+        state, accept = glob(concat_images(state, parts), x, tf.stack(seeds))
+        stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
+        if svm is None:
+            return state, stats
+        return state, svm_fn(svm, state.s_top, y, _fold(seeds[4], 0x5F3)), stats
+
+    return f
 
 
 def supervised_sweep(state: DeepState, svm, x, y, model: DeepModel, svm_hyper, **kw):
@@ -645,11 +734,17 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None
 
 def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
                   adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
-                  svm_hyper=None):
+                  svm_hyper=None, chunk: int | None = None):
     """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
-    supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``."""
+    supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``. With ``chunk`` the
+    per-image steps run that many images at a time (memory; no mask): the same
+    conditionals, drawn from other seeds than the unchunked sweep."""
     kw = dict(update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog,
               fast_bottom=fast_bottom)
+    if chunk is not None:
+        if mask_given:
+            raise ValueError("chunked sweeps take no mask (refinement and training have none)")
+        return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, **kw)
     if svm_hyper is not None:
         return tf.function(lambda st, svm, x, y: supervised_sweep(st, svm, x, y, model, svm_hyper, **kw),
                            reduce_retracing=True)

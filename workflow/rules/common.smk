@@ -122,7 +122,8 @@ wildcard_constraints:
 def res(rule_name: str) -> dict:
     """The `resources:` of a rule from config key `resources.<rule>`."""
     r = config["resources"][rule_name]
-    return {"mem_mb": r["mem_mb"], "runtime": r["runtime"], "gpus": r["gpus"]}
+    # `gpu` is the name Snakemake's executors (SLURM: --gpus) read
+    return {"mem_mb": r["mem_mb"], "runtime": r["runtime"], "gpu": r["gpus"]}
 
 
 def ds_cfg(ds: str) -> dict:
