@@ -24,7 +24,6 @@ from dgdm_tf.data import (
     ChecksumMismatchError,
     DatasetMissingError,
     DataValidationError,
-    PreprocessingNotImplementedError,
 )
 
 
@@ -351,21 +350,126 @@ def test_paper_dataset_absent(tmp_path, kind, file_name, target):
     assert not (tmp_path / "o.npz").exists()
 
 
-def test_paper_dataset_present_but_not_implemented(tmp_path):
+def test_paper_dataset_present_but_unreadable_or_not_implemented(tmp_path):
     raw = tmp_path / "raw"
     manual = raw / "tfds" / "downloads" / "manual"
     manual.mkdir(parents=True)
     with open(manual / "cifar-10-binary.tar.gz", "wb") as fh:  # sparse, right size
         fh.truncate(170052171)
     assert data.fetch_raw("cifar10", {"kind": "cifar10"}, str(raw)) == str(manual)
-    with pytest.raises(PreprocessingNotImplementedError, match="ZCA"):
+    with pytest.raises(DataValidationError, match="download it again"):
         data.prepare_dataset("cifar10", {"kind": "cifar10"}, str(raw), str(tmp_path / "o.npz"),
                              seed=0)
+    assert not (tmp_path / "o.npz").exists()
     (raw / "256_ObjectCategories.tar").write_bytes(b"x")
     assert data.fetch_raw("c256", {"kind": "caltech256"}, str(raw)).endswith(".tar")
     with pytest.raises(NotImplementedError, match="local contrast normalisation"):
         data.prepare_dataset("c256", {"kind": "caltech256"}, str(raw), str(tmp_path / "o.npz"),
                              seed=0)
+
+
+# -------------------------------------------------------------------------------------
+# CIFAR: TFDS (mock_data), the binary archive, GCN + ZCA, augmentation
+# -------------------------------------------------------------------------------------
+def _fake_cifar_archive(path, kind, n_train, n_test, seed=0):
+    """A tiny binary archive in the real layout; returns the records' images and labels."""
+    import io
+    import tarfile
+
+    rng = np.random.default_rng(seed)
+    folder, train_files, test_files, names_file, n_label = data._CIFAR_ARCHIVE[kind]
+    n_classes = 10 if kind == "cifar10" else 100
+    out = {}
+    with tarfile.open(path, "w:gz") as tar:
+        def add(name, payload):
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+        for split, files, n in (("train", train_files, n_train), ("test", test_files, n_test)):
+            xs, ys, per = [], [], -(-n // len(files))
+            for f in files:
+                x = rng.integers(0, 256, (per, 32, 32, 3), dtype=np.uint8)
+                y = rng.integers(0, n_classes, per)
+                labels = np.stack([y // 5, y], 1)[:, -n_label:].astype(np.uint8)
+                rec = np.concatenate([labels, x.transpose(0, 3, 1, 2).reshape(per, -1)], 1)
+                add(f, rec.tobytes())
+                xs.append(x)
+                ys.append(y)
+            out[split] = (np.concatenate(xs), np.concatenate(ys))
+        add(names_file, "\n".join(f"class{i}" for i in range(n_classes)).encode())
+    return out
+
+
+@pytest.mark.parametrize("kind", ["cifar10", "cifar100"])
+def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
+    """Records decode to the images and (fine) labels written; the prepared training
+    set is whitened (unit covariance up to the ZCA bias, per-image mean 0 before ZCA);
+    the test set goes through the training set's ZCA."""
+    info = dict(data._TFDS_SETS[kind])
+    fname, url, _size, _sha = info["files"][0]
+    monkeypatch.setitem(data._TFDS_SETS, kind, {**info, "files": [(fname, url, None, None)]})
+    manual = tmp_path / "raw" / "tfds" / "downloads" / "manual"
+    manual.mkdir(parents=True)
+    truth = _fake_cifar_archive(manual / fname, kind, n_train=10, n_test=4)
+    splits, names = data._read_cifar_archive(kind, manual / fname)
+    for split in ("train", "test"):
+        np.testing.assert_array_equal(splits[split][0], truth[split][0])
+        np.testing.assert_array_equal(splits[split][1], truth[split][1])
+    assert names[:2] == ["class0", "class1"]
+    summary = data.prepare_dataset(kind, {"kind": kind}, str(tmp_path / "raw"),
+                                   str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert summary["source"] == "archive" and d["x_train"].shape == (10, 32, 32, 3)
+    assert d["x_test"].shape == (4, 32, 32, 3) and list(d["y_test"]) == list(truth["test"][1])
+    np.testing.assert_allclose(d["x_train"].reshape(10, -1).mean(0), 0.0, atol=1e-4)
+    from dgdm_tf import preprocess
+
+    g = preprocess.global_contrast_normalize(truth["train"][0].astype(np.float32) / 255, scale=55.0)
+    zca = preprocess.fit_zca(g, filter_bias=data.CIFAR_ZCA_BIAS)
+    gt = preprocess.global_contrast_normalize(truth["test"][0].astype(np.float32) / 255, scale=55.0)
+    np.testing.assert_allclose(d["x_test"], preprocess.apply_zca(gt, zca), rtol=1e-4, atol=1e-4)
+
+
+def test_cifar_tfds_mock_with_augmentation(tmp_path):
+    """A prepared TFDS folder (mocked): 12 + 12 images, augment doubles the training set
+    and keeps its labels; the augmented copies are flipped / shifted originals."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    prepared = tmp_path / "raw" / "tfds" / "cifar10" / "3.0.2"
+    prepared.mkdir(parents=True)
+    (prepared / "dataset_info.json").write_text("{}")
+    with tfds.testing.mock_data(num_examples=12, policy=tfds.testing.MockPolicy.USE_CODE):
+        s1 = data.prepare_dataset("cifar10", {"kind": "cifar10"}, str(tmp_path / "raw"),
+                                  str(tmp_path / "a.npz"), seed=0)
+        s2 = data.prepare_dataset("cifar10", {"kind": "cifar10", "augment": True},
+                                  str(tmp_path / "raw"), str(tmp_path / "b.npz"), seed=0)
+    a, b = data.load_prepared(str(tmp_path / "a.npz")), data.load_prepared(str(tmp_path / "b.npz"))
+    assert s1["source"] == "tfds" and s1["n_train"] == 12 and s2["n_train"] == 24
+    assert a["x_train"].shape == (12, 32, 32, 3) and len(a["class_names"]) == 10
+    np.testing.assert_array_equal(b["y_train"], np.concatenate([a["y_train"], a["y_train"]]))
+    np.testing.assert_allclose(b["x_test"], a["x_test"], rtol=1e-5, atol=1e-5)
+
+
+def test_augmentation_is_a_flip_and_a_shift_of_each_image():
+    rng = np.random.default_rng(4)
+    x = rng.random((6, 7, 8, 3)).astype(np.float32) + 1.0  # no zeros: fills are visible
+    out = data.augment_flip_translate(x, 2, seed=3)
+    np.testing.assert_array_equal(out, data.augment_flip_translate(x, 2, seed=3))
+    flips = 0
+    for i in range(6):
+        found = []
+        for flip in (False, True):
+            src = x[i, :, ::-1] if flip else x[i]
+            for dy in range(-2, 3):
+                for dx in range(-2, 3):
+                    shifted = np.zeros_like(src)
+                    shifted[max(dy, 0):7 + min(dy, 0), max(dx, 0):8 + min(dx, 0)] = \
+                        src[max(-dy, 0):7 - max(dy, 0), max(-dx, 0):8 - max(dx, 0)]
+                    if np.array_equal(shifted, out[i]):
+                        found.append(flip)
+        assert found, i
+        flips += found[0]
+    assert 0 < flips < 6
 
 
 def test_paper_archive_with_wrong_size(tmp_path):

@@ -67,6 +67,16 @@ Common to all kinds:
     Folder holding ``ILSVRC2012_img_train.tar`` and ``ILSVRC2012_img_val.tar``.
     Presence is checked now; their preprocessing comes with a later issue
     (:class:`PreprocessingNotImplementedError`).
+``augment`` : bool, default false (cifar10 / cifar100 only)
+    One extra copy of every training image, flipped left-right with probability 1/2 and
+    translated by up to :data:`CIFAR_MAX_SHIFT` pixels (zero fill, seeded).
+
+CIFAR-10/100 are prepared (from the prepared TFDS folder, or read straight from the
+binary archive in the manual folder: no TFDS build, no network) as Maxout did: images in
+[0, 1], per-image global contrast normalisation (scale :data:`CIFAR_GCN_SCALE`), then ZCA
+whitening (eigenvalue bias :data:`CIFAR_ZCA_BIAS`) fitted on the original training
+images only. Caltech 101 and ImageNet: presence is checked; their preprocessing comes
+with a later issue (:class:`PreprocessingNotImplementedError`).
 
 ``kind: caltech256``:
 
@@ -191,17 +201,12 @@ _TFDS_SETS: dict[str, dict[str, Any]] = {
         tfds_name="cifar10", version="3.0.2", host="www.cs.toronto.edu",
         files=[("cifar-10-binary.tar.gz",
                 "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz", 170052171,
-                "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd")],
-        planned="global contrast normalisation + ZCA whitening (as Maxout), 32x32x3, "
-                "50000 train / 10000 test; optional augmentation (translations + "
-                "horizontal flips)"),
+                "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd")]),
     "cifar100": dict(
         tfds_name="cifar100", version="3.0.2", host="www.cs.toronto.edu",
         files=[("cifar-100-binary.tar.gz",
                 "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz", 168513733,
-                "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec")],
-        planned="global contrast normalisation + ZCA whitening (as Maxout), 32x32x3, "
-                "50000 train / 10000 test, 100 fine labels"),
+                "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec")]),
     "caltech101": dict(
         tfds_name="caltech101", version="3.0.2", host="data.caltech.edu",
         files=[("caltech-101.zip",
@@ -265,9 +270,14 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
     kind = _kind(name, spec)
     raw = Path(raw_dir)
     # augmentation (CIFAR) and per-class training sizes (Caltech) belong to the
-    # preprocessing of those sets; refuse them where nothing would read them.
-    if kind in ("mnist", "npz", "folder"):
+    # preprocessing of those sets; refuse them where nothing reads them.
+    inert_keys = {"mnist": ("augment", "train_per_class"), "npz": ("augment", "train_per_class"),
+                  "folder": ("augment", "train_per_class"), "cifar10": ("train_per_class",),
+                  "cifar100": ("train_per_class",)}
+    if kind in inert_keys:
         for key, inert in (("augment", False), ("train_per_class", None)):
+            if key not in inert_keys[kind]:
+                continue
             if spec.get(key, inert) not in (inert, None):
                 raise DataValidationError(
                     f"dataset {name!r} (kind {kind}): config key datasets.{name}.{key} = "
@@ -275,6 +285,8 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
                     f"Caltech preprocessing); remove it or set it to {inert!r}.")
     if kind == "mnist":
         arrays, source, raw_path = _prepare_mnist(name, spec, raw)
+    elif kind in ("cifar10", "cifar100"):
+        arrays, source, raw_path = _prepare_cifar(name, kind, spec, raw, seed=seed)
     elif kind in _TFDS_SETS:
         raw_path = _check_tfds_set(name, kind, spec, raw)
         raise PreprocessingNotImplementedError(
@@ -624,6 +636,114 @@ def _check_file(path: Path, size: int | None, sha256: str | None = None) -> None
             raise ChecksumMismatchError(
                 f"{path} has sha256 {got} but {sha256} was expected: the file is corrupt "
                 f"or not the right one. Delete it and download it again.")
+
+
+# =====================================================================================
+# CIFAR-10 / CIFAR-100 (SPEC sec. 4): global contrast normalisation + ZCA, as Maxout
+# =====================================================================================
+CIFAR_GCN_SCALE = 55.0  # Maxout's CIFAR preprocessing (Goodfellow et al. 2013)
+CIFAR_ZCA_BIAS = 0.1    # added to the covariance's eigenvalues before whitening
+CIFAR_MAX_SHIFT = 2     # augmentation: translations by up to this many pixels
+_CIFAR_ARCHIVE = {"cifar10": ("cifar-10-batches-bin", [f"data_batch_{i}.bin" for i in range(1, 6)],
+                              ["test_batch.bin"], "batches.meta.txt", 1),
+                  "cifar100": ("cifar-100-binary", ["train.bin"], ["test.bin"],
+                               "fine_label_names.txt", 2)}
+
+
+def _prepare_cifar(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -> tuple[dict, str, str]:
+    """CIFAR from a prepared TFDS folder or from the binary archive in the manual folder;
+    images in [0, 1]; with ``augment`` one extra copy of every training image, flipped
+    left-right with probability 1/2 and translated by up to ``CIFAR_MAX_SHIFT`` pixels
+    (zero fill; seeded); then per-image GCN and ZCA, both fitted on the original
+    training images only and applied unchanged to the test set."""
+    from . import preprocess
+
+    raw_path = Path(_check_tfds_set(name, kind, spec, raw))
+    if (raw_path / "dataset_info.json").is_file():
+        splits, names = _tfds_load_cifar(kind, raw_path.parent.parent)
+        source = "tfds"
+    else:
+        archive = raw_path / _TFDS_SETS[kind]["files"][0][0]
+        splits, names = _read_cifar_archive(kind, archive)
+        source, raw_path = "archive", archive
+    (x_train, y_train), (x_test, y_test) = splits["train"], splits["test"]
+    x_train = x_train.astype(np.float32) / 255.0
+    x_test = x_test.astype(np.float32) / 255.0
+    n_orig = len(x_train)
+    if spec.get("augment"):
+        x_aug = augment_flip_translate(x_train, CIFAR_MAX_SHIFT, seed)
+        x_train = np.concatenate([x_train, x_aug])
+        y_train = np.concatenate([y_train, y_train])
+    x_train = preprocess.global_contrast_normalize(x_train, scale=CIFAR_GCN_SCALE)
+    x_test = preprocess.global_contrast_normalize(x_test, scale=CIFAR_GCN_SCALE)
+    zca = preprocess.fit_zca(x_train[:n_orig], filter_bias=CIFAR_ZCA_BIAS)
+    arrays = {"x_train": preprocess.apply_zca(x_train, zca), "y_train": y_train,
+              "x_test": preprocess.apply_zca(x_test, zca), "y_test": y_test,
+              "class_names": names}
+    return arrays, source, str(raw_path)
+
+
+def augment_flip_translate(x: np.ndarray, max_shift: int, seed: int) -> np.ndarray:
+    """One augmented copy of every image (N, H, W, C): flipped left-right with
+    probability 1/2, then shifted by (dy, dx) uniform in [-max_shift, max_shift]^2,
+    zero fill."""
+    rng = np.random.default_rng([int(seed), 0xC1FA])
+    out = np.where(rng.random(len(x))[:, None, None, None] < 0.5, x[:, :, ::-1], x)
+    shifts = rng.integers(-max_shift, max_shift + 1, size=(len(x), 2))
+    h, w = x.shape[1:3]
+    res = np.zeros_like(out)
+    for i, (dy, dx) in enumerate(shifts):
+        ys, yd = (slice(0, h - dy), slice(dy, h)) if dy >= 0 else (slice(-dy, h), slice(0, h + dy))
+        xs, xd = (slice(0, w - dx), slice(dx, w)) if dx >= 0 else (slice(-dx, w), slice(0, w + dx))
+        res[i, yd, xd] = out[i, ys, xs]
+    return res
+
+
+def _tfds_load_cifar(kind: str, data_dir: Path) -> tuple[dict, list[str]]:
+    import tensorflow_datasets as tfds
+
+    tfds_name = _TFDS_SETS[kind]["tfds_name"]
+    ds = tfds.load(tfds_name, split=["train", "test"], data_dir=str(data_dir), download=False,
+                   as_supervised=True, shuffle_files=False)
+    out = {}
+    for split, d in zip(("train", "test"), ds):
+        xs, ys = zip(*[(np.asarray(x), np.asarray(y)) for x, y in tfds.as_numpy(d.batch(4096))])
+        out[split] = (np.concatenate(xs), np.concatenate(ys).astype(np.int64))
+    names = list(tfds.builder(tfds_name, data_dir=str(data_dir)).info.features["label"].names)
+    return out, names
+
+
+def _read_cifar_archive(kind: str, archive: Path) -> tuple[dict, list[str]]:
+    """The binary CIFAR archive: records of label byte(s) then 3072 bytes (R, G, B planes
+    of 32x32); CIFAR-100's two label bytes are (coarse, fine), the fine label is used."""
+    import tarfile
+
+    folder, train_files, test_files, names_file, n_label = _CIFAR_ARCHIVE[kind]
+    rec = n_label + 3072
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            def read(member: str) -> bytes:
+                f = tar.extractfile(f"{folder}/{member}")
+                if f is None:
+                    raise KeyError(member)
+                return f.read()
+
+            def split(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
+                buf = np.frombuffer(b"".join(read(f) for f in files), np.uint8)
+                if buf.size % rec:
+                    raise DataValidationError(f"{archive}: {files} is not a whole number of "
+                                              f"{rec}-byte records; the archive is corrupt.")
+                buf = buf.reshape(-1, rec)
+                x = buf[:, n_label:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+                return x, buf[:, n_label - 1].astype(np.int64)
+
+            out = {"train": split(train_files), "test": split(test_files)}
+            names = [l.strip() for l in read(names_file).decode().splitlines() if l.strip()]
+    except (tarfile.TarError, KeyError, EOFError, OSError) as e:
+        raise DataValidationError(
+            f"{archive} is not a readable {kind} binary archive ({e}). Delete it and "
+            f"download it again from {_TFDS_SETS[kind]['files'][0][1]}.") from e
+    return out, names
 
 
 # =====================================================================================
