@@ -363,9 +363,12 @@ def test_paper_dataset_present_but_unreadable_or_not_implemented(tmp_path):
     assert not (tmp_path / "o.npz").exists()
     (raw / "256_ObjectCategories.tar").write_bytes(b"x")
     assert data.fetch_raw("c256", {"kind": "caltech256"}, str(raw)).endswith(".tar")
-    with pytest.raises(NotImplementedError, match="local contrast normalisation"):
+    with pytest.raises(DataValidationError, match="train_per_class"):
         data.prepare_dataset("c256", {"kind": "caltech256"}, str(raw), str(tmp_path / "o.npz"),
                              seed=0)
+    with pytest.raises(DataValidationError, match="download"):
+        data.prepare_dataset("c256", {"kind": "caltech256", "train_per_class": 15}, str(raw),
+                             str(tmp_path / "o.npz"), seed=0)
 
 
 # -------------------------------------------------------------------------------------
@@ -545,3 +548,90 @@ def test_select_subset():
     assert len(xs) == 7 and len(set(xs[:, 0])) == 7
     xs, ys = data.select_subset(x, None, 5, seed=0)
     assert len(xs) == 5 and ys is None
+
+
+# -------------------------------------------------------------------------------------
+# Caltech 101 / 256: per-class training sizes, resize, local contrast normalisation
+# -------------------------------------------------------------------------------------
+def _png(rng, h, w, gray=False):
+    import tensorflow as tf
+
+    img = rng.integers(0, 256, (h, w, 1 if gray else 3), dtype=np.uint8)
+    return tf.io.encode_png(img).numpy()
+
+
+def _caltech_members(rng, classes):
+    """{archive path: png bytes} for classes {folder: n images}, varied sizes, some grey."""
+    return {f"{folder}/{folder.rsplit('/', 1)[-1].split('.')[-1]}_{i:04d}.png": _png(rng, 20 + 3 * i, 25 - 2 * i, gray=i == 1)
+            for folder, n in classes.items() for i in range(n)}
+
+
+def _write_tar(target, members, mode="w"):
+    """A tar at ``target`` (a path or a binary file object)."""
+    import io
+    import tarfile
+
+    kw = {"fileobj": target} if hasattr(target, "write") else {"name": target}
+    with tarfile.open(mode=mode, **kw) as tar:
+        for name, payload in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def test_caltech256_per_class_split_resize_and_lcn(tmp_path):
+    """From the tar and from its extracted folder alike: clutter left out, train_per_class
+    images of each class for training (seeded), the rest for testing, every image resized
+    to image_size in RGB and contrast-normalised (mean ~0 per image)."""
+    rng = np.random.default_rng(5)
+    members = _caltech_members(rng, {"256_ObjectCategories/001.ak47": 5,
+                                      "256_ObjectCategories/002.bat": 4,
+                                      "256_ObjectCategories/257.clutter": 3})
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _write_tar(raw / "256_ObjectCategories.tar", members)
+    spec = {"kind": "caltech256", "train_per_class": 2, "image_size": [16, 16]}
+    summary = data.prepare_dataset("c256", spec, str(raw), str(tmp_path / "a.npz"), seed=3)
+    a = data.load_prepared(str(tmp_path / "a.npz"))
+    assert list(a["class_names"]) == ["001.ak47", "002.bat"]
+    assert summary["train_per_class"] == [2, 2] and summary["test_per_class"] == [3, 2]
+    assert a["x_train"].shape == (4, 16, 16, 3) and a["x_test"].shape == (5, 16, 16, 3)
+    assert np.all(np.abs(a["x_train"].mean(axis=(1, 2, 3))) < 0.2)
+    folder = tmp_path / "raw2" / "256_ObjectCategories"
+    for name, payload in members.items():
+        (folder.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder.parent / name).write_bytes(payload)
+    data.prepare_dataset("c256", {**spec, "path": str(folder)}, str(tmp_path / "raw2"),
+                         str(tmp_path / "b.npz"), seed=3)
+    b = data.load_prepared(str(tmp_path / "b.npz"))
+    for k in ("x_train", "y_train", "x_test", "y_test"):
+        np.testing.assert_array_equal(a[k], b[k])
+    c = data.prepare_dataset("c256", spec, str(raw), str(tmp_path / "c.npz"), seed=4)
+    assert c["train_per_class"] == [2, 2]
+    with pytest.raises(DataValidationError, match="002.bat.*has 4 images"):
+        data.prepare_dataset("c256", {**spec, "train_per_class": 4}, str(raw),
+                             str(tmp_path / "d.npz"), seed=3)
+
+
+def test_caltech101_from_the_zip(tmp_path, monkeypatch):
+    """The data.caltech.edu layout: a zip holding caltech-101/101_ObjectCategories.tar.gz."""
+    import io
+
+    info = dict(data._TFDS_SETS["caltech101"])
+    fname, url, _size, _sha = info["files"][0]
+    monkeypatch.setitem(data._TFDS_SETS, "caltech101", {**info, "files": [(fname, url, None, None)]})
+    rng = np.random.default_rng(6)
+    members = _caltech_members(rng, {"101_ObjectCategories/Faces": 4,
+                                     "101_ObjectCategories/accordion": 3})
+    buf = io.BytesIO()
+    _write_tar(buf, members, mode="w:gz")
+    manual = tmp_path / "raw" / "tfds" / "downloads" / "manual"
+    manual.mkdir(parents=True)
+    with zipfile.ZipFile(manual / fname, "w") as z:
+        z.writestr("caltech-101/101_ObjectCategories.tar.gz", buf.getvalue())
+    summary = data.prepare_dataset("c101", {"kind": "caltech101", "train_per_class": 2,
+                                            "image_size": [12, 10]}, str(tmp_path / "raw"),
+                                   str(tmp_path / "o.npz"), seed=0)
+    d = data.load_prepared(str(tmp_path / "o.npz"))
+    assert summary["source"] == "archive" and list(d["class_names"]) == ["accordion", "Faces"]
+    assert d["x_train"].shape == (4, 12, 10, 3) and summary["test_per_class"] == [1, 2]

@@ -75,14 +75,26 @@ CIFAR-10/100 are prepared (from the prepared TFDS folder, or read straight from 
 binary archive in the manual folder: no TFDS build, no network) as Maxout did: images in
 [0, 1], per-image global contrast normalisation (scale :data:`CIFAR_GCN_SCALE`), then ZCA
 whitening (eigenvalue bias :data:`CIFAR_ZCA_BIAS`) fitted on the original training
-images only. Caltech 101 and ImageNet: presence is checked; their preprocessing comes
-with a later issue (:class:`PreprocessingNotImplementedError`).
+images only. ImageNet: presence is checked; its preprocessing comes with a later issue
+(:class:`PreprocessingNotImplementedError`).
 
 ``kind: caltech256``:
 
 ``source`` : ``"auto"`` or ``"tar"``, default ``"auto"``
 ``path`` : str, default ``<raw_dir>/256_ObjectCategories.tar``
-    The ``256_ObjectCategories.tar`` archive, or the folder it extracts to.
+    The ``256_ObjectCategories.tar`` archive (read in place), or the folder it extracts to.
+
+``kind: caltech101 | caltech256``:
+
+``train_per_class`` : int >= 1, required
+    Training images per class (the paper: 15 or 30 / 15 or 60), drawn with a seeded
+    permutation; every other image of the class is a test image.
+``image_size`` : ``[H, W]``, default ``[128, 128]``
+    Every image is resized to it (bilinear, antialiased; grey images become RGB), then
+    contrast-normalised locally (Jarrett et al. 2009, 9x9 Gaussian window). Caltech 101
+    comes from a prepared TFDS folder (its train and test splits pooled) or from
+    ``caltech-101.zip`` in the manual folder, read in place; all 102 folders are classes.
+    Caltech 256 leaves out ``257.clutter`` (256 classes).
 
 ``kind: npz`` (your own data as one ``.npz``):
 
@@ -212,9 +224,7 @@ _TFDS_SETS: dict[str, dict[str, Any]] = {
         files=[("caltech-101.zip",
                 "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1",
                 137414764,
-                "331234750fc7f77520e50d9565e8b6907b03565e30320da1401130db08c61f91")],
-        planned="resize to 128x128, local contrast normalisation (Jarrett et al. 2009), "
-                "15 or 30 training images per class, the rest for testing"),
+                "331234750fc7f77520e50d9565e8b6907b03565e30320da1401130db08c61f91")]),
     "imagenet2012": dict(
         tfds_name="imagenet2012", version="5.1.0", host=None,
         files=[("ILSVRC2012_img_train.tar", "https://image-net.org/download-images "
@@ -230,9 +240,6 @@ _TFDS_SETS: dict[str, dict[str, Any]] = {
 CALTECH256_FILE = "256_ObjectCategories.tar"
 CALTECH256_URL = ("https://data.caltech.edu/records/nyy15-4j048 (file "
                   "256_ObjectCategories.tar, 1.2 GB, md5 67b4f42ca05d46448c6bb8ecd2220f6d)")
-CALTECH256_PLANNED = ("resize to 128x128, local contrast normalisation (Jarrett et al. "
-                      "2009), 15 or 60 training images per class, the rest for testing")
-
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 
 
@@ -273,7 +280,8 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
     # preprocessing of those sets; refuse them where nothing reads them.
     inert_keys = {"mnist": ("augment", "train_per_class"), "npz": ("augment", "train_per_class"),
                   "folder": ("augment", "train_per_class"), "cifar10": ("train_per_class",),
-                  "cifar100": ("train_per_class",)}
+                  "cifar100": ("train_per_class",), "caltech101": ("augment",),
+                  "caltech256": ("augment",)}
     if kind in inert_keys:
         for key, inert in (("augment", False), ("train_per_class", None)):
             if key not in inert_keys[kind]:
@@ -287,18 +295,14 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
         arrays, source, raw_path = _prepare_mnist(name, spec, raw)
     elif kind in ("cifar10", "cifar100"):
         arrays, source, raw_path = _prepare_cifar(name, kind, spec, raw, seed=seed)
+    elif kind in ("caltech101", "caltech256"):
+        arrays, source, raw_path = _prepare_caltech(name, kind, spec, raw, seed=seed)
     elif kind in _TFDS_SETS:
         raw_path = _check_tfds_set(name, kind, spec, raw)
         raise PreprocessingNotImplementedError(
             f"dataset {name!r} (kind {kind}): the raw data are present ({raw_path}), but "
             f"preprocessing for {kind} is not implemented yet. Planned (SPEC sec. 4): "
             f"{_TFDS_SETS[kind]['planned']}. Use kind 'mnist', 'npz' or 'folder' for now.")
-    elif kind == "caltech256":
-        raw_path = _check_caltech256(name, spec, raw)
-        raise PreprocessingNotImplementedError(
-            f"dataset {name!r} (kind caltech256): the raw data are present ({raw_path}), "
-            f"but preprocessing for caltech256 is not implemented yet. Planned (SPEC "
-            f"sec. 4): {CALTECH256_PLANNED}. Use kind 'mnist', 'npz' or 'folder' for now.")
     elif kind == "npz":
         path = _user_path(name, spec, kind)
         arrays, source, raw_path = _load_user_npz(name, path), "npz", str(path)
@@ -1041,6 +1045,144 @@ def _check_caltech256(name: str, spec: dict, raw: Path) -> str:
 
 
 # =====================================================================================
+# Caltech 101 / 256 (SPEC sec. 4): 128x128, local contrast normalisation, N per class
+# =====================================================================================
+CALTECH_IMAGE_SIZE = (128, 128)
+CALTECH_LCN_WINDOW = 9  # Jarrett et al. (2009)'s 9x9 Gaussian window
+CALTECH256_EXCLUDED = ("257.clutter",)  # the background class, not one of the 256
+
+
+def _prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -> tuple[dict, str, str]:
+    """Every image of every class, resized to ``image_size`` (default 128x128, RGB);
+    per class, ``train_per_class`` images chosen with a seeded permutation for training,
+    the rest for testing; then local contrast normalisation of each image."""
+    from . import preprocess
+
+    per_class = _spec_int(name, spec, "train_per_class", minimum=1)
+    size = tuple(_spec_shape(name, spec, "image_size", (2,)) or CALTECH_IMAGE_SIZE)
+    raw_path = Path(_check_caltech256(name, spec, raw) if kind == "caltech256"
+                    else _check_tfds_set(name, kind, spec, raw))
+    if per_class is None:
+        raise DataValidationError(
+            f"dataset {name!r} ({kind}): set config key datasets.{name}.train_per_class "
+            f"(the paper: 15 or 30 for Caltech 101, 15 or 60 for Caltech 256).")
+    if kind == "caltech256":
+        classes, items, source = _caltech256_items(name, raw_path)
+    elif (raw_path / "dataset_info.json").is_file():
+        classes, items = _tfds_caltech101_items(raw_path.parent.parent)
+        source = "tfds"
+    else:
+        raw_path = raw_path / _TFDS_SETS[kind]["files"][0][0]
+        classes, items = _caltech101_zip_items(raw_path)
+        source = "archive"
+    rng = np.random.default_rng([int(seed), 0xCA17EC])
+    split = {"train": [], "test": []}
+    for c, name_c in enumerate(classes):
+        own = [it for it in items if it[0] == c]
+        if len(own) <= per_class:
+            raise DataValidationError(
+                f"dataset {name!r}: class {name_c!r} has {len(own)} images, not more than "
+                f"datasets.{name}.train_per_class = {per_class}; nothing would be left to test.")
+        order = rng.permutation(len(own))
+        split["train"] += [own[j] for j in sorted(order[:per_class])]
+        split["test"] += [own[j] for j in sorted(order[per_class:])]
+    arrays: dict[str, Any] = {"class_names": list(classes)}
+    for key, its in split.items():
+        x = np.stack([_decode_one(load(), channels=3, size=size, what=what) for _, load, what in its])
+        arrays[f"x_{key}"] = preprocess.local_contrast_normalize(x, size=CALTECH_LCN_WINDOW)
+        arrays[f"y_{key}"] = np.array([c for c, _, _ in its], np.int64)
+    return arrays, source, str(raw_path)
+
+
+def _caltech256_items(name: str, path: Path):
+    """(classes, [(class index, () -> bytes, description)]) from the 256_ObjectCategories
+    archive or its extracted folder; class folders are ``NNN.name``, clutter excluded."""
+    import tarfile
+
+    def keep(folder: str) -> bool:
+        return bool(folder) and folder not in CALTECH256_EXCLUDED
+
+    if path.is_dir():
+        root = path / "256_ObjectCategories" if (path / "256_ObjectCategories").is_dir() else path
+        dirs = [d for d in _class_dirs(root) if keep(d.name)]
+        classes = [d.name for d in dirs]
+        items = [(i, (lambda f=f: f.read_bytes()), str(f)) for i, d in enumerate(dirs)
+                 for f in _image_files(d)]
+        return classes, items, "folder"
+    try:
+        tar = tarfile.open(path)
+        members = [m for m in tar.getmembers() if m.isfile()
+                   and m.name.lower().endswith(IMAGE_EXTENSIONS)]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise DataValidationError(f"{path} is not a readable tar archive ({e}); download "
+                                  f"{CALTECH256_FILE} again from {CALTECH256_URL}.") from e
+    parts = [m.name.split("/") for m in members]
+    classes = sorted({p[-2] for p in parts if len(p) >= 2 and keep(p[-2])})
+    index = {c: i for i, c in enumerate(classes)}
+    items = [(index[p[-2]], (lambda m=m: tar.extractfile(m).read()), f"{path}:{m.name}")
+             for m, p in sorted(zip(members, parts), key=lambda t: t[0].name)
+             if len(p) >= 2 and p[-2] in index]
+    return classes, items, "tar"
+
+
+def _caltech101_zip_items(archive: Path):
+    """The data.caltech.edu zip: caltech-101/101_ObjectCategories.tar.gz inside."""
+    import io
+    import tarfile
+
+    try:
+        with zipfile.ZipFile(archive) as z:
+            inner = next(n for n in z.namelist() if n.endswith("101_ObjectCategories.tar.gz"))
+            tar = tarfile.open(fileobj=io.BytesIO(z.read(inner)), mode="r:gz")
+        members = [m for m in tar.getmembers() if m.isfile()
+                   and m.name.lower().endswith(IMAGE_EXTENSIONS)]
+    except (zipfile.BadZipFile, StopIteration, tarfile.TarError, OSError, EOFError) as e:
+        raise DataValidationError(
+            f"{archive} is not a readable Caltech 101 archive (expected a zip holding "
+            f"101_ObjectCategories.tar.gz; {e!r}). Delete it and download it again from "
+            f"{_TFDS_SETS['caltech101']['files'][0][1]}.") from e
+    classes = sorted({m.name.split("/")[-2] for m in members}, key=str.lower)
+    index = {c: i for i, c in enumerate(classes)}
+    items = [(index[m.name.split("/")[-2]], (lambda m=m: tar.extractfile(m).read()),
+              f"{archive}:{m.name}") for m in sorted(members, key=lambda m: m.name)]
+    return classes, items
+
+
+def _tfds_caltech101_items(data_dir: Path):
+    """Every image of the prepared TFDS caltech101 (its train and test splits pooled:
+    the paper draws its own per-class training sets)."""
+    import tensorflow_datasets as tfds
+
+    ds = tfds.load("caltech101", split="train+test", data_dir=str(data_dir), download=False,
+                   as_supervised=True, shuffle_files=False)
+    names = list(tfds.builder("caltech101", data_dir=str(data_dir)).info.features["label"].names)
+    items = [(int(y), (lambda x=x: x), f"tfds caltech101 image {i}")
+             for i, (x, y) in enumerate(tfds.as_numpy(ds))]
+    return names, items
+
+
+def _decode_one(data, *, channels: int, size: tuple[int, int] | None, what: str) -> np.ndarray:
+    """One image (encoded bytes or a decoded uint8 array) as float32 in [0, 1], resized
+    to ``size`` (bilinear, antialiased) when given."""
+    import tensorflow as tf
+
+    if isinstance(data, np.ndarray):
+        img = tf.constant(data)
+        if channels == 3 and img.shape[-1] == 1:
+            img = tf.image.grayscale_to_rgb(img)
+    else:
+        try:
+            img = tf.io.decode_image(data, channels=channels, expand_animations=False)
+        except tf.errors.InvalidArgumentError as exc:
+            raise DataValidationError(f"{what}: cannot be decoded as an image "
+                                      f"({exc.message.splitlines()[0]}).") from exc
+    img = tf.image.convert_image_dtype(img, tf.float32)
+    if size is not None and tuple(img.shape[:2]) != tuple(size):
+        img = tf.clip_by_value(tf.image.resize(img, size, method="bilinear", antialias=True), 0.0, 1.0)
+    return img.numpy()
+
+
+# =====================================================================================
 # user data: .npz
 # =====================================================================================
 def _images_to_float(x: np.ndarray, key: str, path: Path) -> np.ndarray:
@@ -1160,31 +1302,20 @@ def _image_files(folder: Path) -> list[Path]:
 
 def _decode_images(files: list[Path], *, channels: int, size: tuple[int, int] | None,
                    name: str) -> np.ndarray:
-    import tensorflow as tf
-
     out = []
     first_shape = None
     for f in files:
-        try:
-            img = tf.io.decode_image(tf.io.read_file(str(f)), channels=channels,
-                                     expand_animations=False)
-        except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as exc:
-            raise DataValidationError(
-                f"{f}: cannot be decoded as an image ({exc.message.splitlines()[0]}); "
-                f"remove it from the folder (datasets.{name}.path).") from exc
-        img = tf.image.convert_image_dtype(img, tf.float32)
-        if size is not None:
-            if tuple(img.shape[:2]) != size:
-                img = tf.image.resize(img, size, method="bilinear", antialias=True)
-                img = tf.clip_by_value(img, 0.0, 1.0)
-        elif first_shape is None:
-            first_shape = (tuple(img.shape[:2]), f)
-        elif tuple(img.shape[:2]) != first_shape[0]:
-            raise DataValidationError(
-                f"{f} is {tuple(img.shape[:2])} pixels but {first_shape[1]} is "
-                f"{first_shape[0]}: set config key datasets.{name}.image_size to [H, W] "
-                f"so that every image is resized.")
-        out.append(img.numpy())
+        img = _decode_one(f.read_bytes(), channels=channels, size=size,
+                          what=f"{f} (remove it from the folder, datasets.{name}.path)")
+        if size is None:
+            if first_shape is None:
+                first_shape = (tuple(img.shape[:2]), f)
+            elif tuple(img.shape[:2]) != first_shape[0]:
+                raise DataValidationError(
+                    f"{f} is {tuple(img.shape[:2])} pixels but {first_shape[1]} is "
+                    f"{first_shape[0]}: set config key datasets.{name}.image_size to [H, W] "
+                    f"so that every image is resized.")
+        out.append(img)
     return np.stack(out).astype(np.float32, copy=False)
 
 
