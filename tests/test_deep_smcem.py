@@ -1,0 +1,113 @@
+"""Tests of stochastic MCEM (dgdm_tf.deep_smcem, supplement Algorithm 1): the delta
+recursion's gradient equals autodiff of the sampled Q; an RMSprop step raises it; on
+data drawn from a tiny known model, training recovers the dictionary; a killed run
+resumes to the same numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dgdm_tf import deep_gibbs as G
+from dgdm_tf import deep_smcem as M
+from dgdm_tf.deep_model import DeepModel, generate
+
+HYPER = {"a_e": 1.0, "b_e": 1.0, "a_w": 1.0, "b_w": 1.0, "dict_prior_precision": 1.0}
+
+
+def _samples(layers, shape, n=3, seed=0, k=2):
+    model = DeepModel(shape, layers, HYPER)
+    rng = np.random.default_rng(seed)
+    d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+    x = rng.normal(size=(n, *shape)).astype(np.float32)
+    st = G.init_state(x, model, d, [1, 2])
+    fn = G.make_sweep_fn(model, update_globals=False)
+    out = []
+    for _ in range(k):
+        st, _ = fn(st, tf.constant(x))
+        out.append(st)
+    return model, d, x, out
+
+
+@pytest.mark.parametrize("layers, shape", [
+    ([{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}], (11, 12, 2)),
+    ([{"dict_size": 2, "n_dict": 2, "pool": 2}, {"dict_size": 2, "n_dict": 3, "pool": 2},
+      {"dict_size": 2, "n_dict": 2, "pool": 1}], (13, 13, 1)),
+])
+def test_delta_recursion_equals_autodiff(layers, shape):
+    model, d, x, samples = _samples(layers, shape)
+    d = [tf.constant(v) for v in d]
+    auto = M.grad_autodiff(d, samples, x, model, n_total=50)
+    delta = M.grad_delta(d, samples, x, model, n_total=50)
+    for a, b in zip(auto, delta):
+        scale = float(tf.reduce_max(tf.abs(a)))
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_rmsprop_step_raises_the_sampled_q():
+    layers = [{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]
+    model, d, x, samples = _samples(layers, (11, 12, 2))
+    d = tuple(tf.constant(v) for v in d)
+    q0 = float(M.sampled_q(d, samples, x, model, 10))
+    grads = M.grad_delta(d, samples, x, model, 10)
+    d1, _ = M.rmsprop(d, tuple(tf.zeros_like(v) for v in d), grads, lr=1e-3, decay=0.95)
+    assert float(M.sampled_q(d1, samples, x, model, 10)) > q0
+
+
+LAYERS = [{"dict_size": 3, "n_dict": 2, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]
+
+
+def _known_model_data(n, seed=0, noise=0.05):
+    model = DeepModel((10, 10, 1), LAYERS, HYPER)
+    rng = np.random.default_rng(seed)
+    d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+    d = [v / np.linalg.norm(v.reshape(-1, v.shape[-1]), axis=0) for v in d]
+    gt, g0 = model.top, model.geoms[0]
+    s = (rng.random((n, gt.hs, gt.ws, gt.k)) < 0.5) * rng.normal(size=(n, gt.hs, gt.ws, gt.k)) * 2
+    z = rng.integers(0, g0.n_states - 1, size=(n, g0.nbh, g0.nbw, g0.k)).astype(np.int32)
+    x = np.asarray(generate(tf.constant(s, tf.float32), model, [tf.constant(v) for v in d],
+                            [tf.constant(z)]))
+    return model, d, (x + noise * rng.normal(size=x.shape)).astype(np.float32)
+
+
+def _best_cosines(est, true):
+    """Per true element, the best |cosine| over the estimated elements (sign, order free)."""
+    e = est.reshape(-1, est.shape[-1])
+    t = true.reshape(-1, true.shape[-1])
+    cos = np.abs((e / np.linalg.norm(e, axis=0)).T @ (t / np.linalg.norm(t, axis=0)))
+    return cos.max(axis=0)
+
+
+@pytest.mark.slow
+def test_training_recovers_the_dictionary_from_a_perturbed_start():
+    """Images from a tiny model with known D; stochastic MCEM from the truth plus noise
+    (best |cosine| 0.83-0.90 per element) recovers every element of both layers (best
+    |cosine| >= 0.9; measured >= 0.99) and Qbar rises. From a prior draw the same run
+    finds one of the two layer-1 elements (0.997) and not the other (0.64): the
+    objective has local optima that a tiny model does not average out; the paper too
+    reports MCEM from the prior only for ImageNet's many images."""
+    model, d_true, x = _known_model_data(300)
+    rng = np.random.default_rng(9)
+    start = [v + 0.6 * rng.normal(size=v.shape).astype(np.float32) * np.linalg.norm(v) / np.sqrt(v.size)
+             for v in d_true]
+    assert all(np.all(_best_cosines(s, t) < 0.9) for s, t in zip(start, d_true))
+    out = M.run_mcem(x, LAYERS, seed=1, iterations=200, batch_size=32, sweeps=3, n_samples=1,
+                     lr=0.01, hyper=HYPER, dictionaries=start, progress=None)
+    q = np.array([r["q"] for r in out["trace"]])
+    for l in range(2):
+        cos = _best_cosines(out["D"][l], d_true[l])
+        assert np.all(cos >= 0.9), (l, cos)
+    assert q[-20:].mean() > q[:20].mean()
+
+
+def test_killed_run_resumes_to_the_same_dictionaries(tmp_path):
+    _, _, x = _known_model_data(40, seed=2)
+    kw = dict(seed=3, iterations=6, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER,
+              progress=None, checkpoint_every=2)
+    full = M.run_mcem(x, LAYERS, **kw)
+    assert M.run_mcem(x, LAYERS, checkpoint_dir=tmp_path, stop_after=4, **kw) is None
+    resumed = M.run_mcem(x, LAYERS, checkpoint_dir=tmp_path, **kw)
+    for a, b in zip(full["D"], resumed["D"]):
+        np.testing.assert_array_equal(a, b)
+    assert [r["iteration"] for r in resumed["trace"]] == list(range(1, 7))
