@@ -39,7 +39,8 @@ def test_delta_recursion_equals_autodiff(layers, shape):
     model, d, x, samples = _samples(layers, shape)
     d = [tf.constant(v) for v in d]
     auto = M.grad_autodiff(d, samples, x, model, n_total=50)
-    delta = M.grad_delta(d, samples, x, model, n_total=50)
+    delta, q = M.grad_delta(d, samples, x, model, n_total=50, with_q=True)
+    np.testing.assert_allclose(float(q), float(M.sampled_q(d, samples, x, model, 50)), rtol=1e-5)
     for a, b in zip(auto, delta):
         scale = float(tf.reduce_max(tf.abs(a)))
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5 * scale)

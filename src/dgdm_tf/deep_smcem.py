@@ -97,22 +97,29 @@ def _correlate(delta, s, dh: int, dw: int) -> tf.Tensor:
     return tf.reshape(g, [dh, dw, c, -1])
 
 
-def grad_delta(d, samples, x, model: DeepModel, n_total: int) -> list:
+def grad_delta(d, samples, x, model: DeepModel, n_total: int, *, with_q: bool = False):
     """dQbar/dD[l] by the supplement's delta recursion (eq. UpdateDelta):
     delta[0] = gamma_e (X - X0), delta[l+1] = pool(Z[l] o (delta[l] (*) D[l])) (the
-    correlation pulled back through the unpooling), dQ/dD[l] = delta[l] (*) S[l] - D[l]."""
+    correlation pulled back through the unpooling), dQ/dD[l] = delta[l] (*) S[l] - D[l].
+    With ``with_q`` returns (grads, Qbar), Qbar from the same reconstructions."""
     x = tf.convert_to_tensor(x, tf.float32)
     scale = float(n_total) / tf.cast(tf.shape(x)[0], tf.float32) / len(samples)
     grads = [tf.zeros_like(dl) for dl in d]
+    q = 0.0
     for st, (s, rec, zd) in zip(samples, _layer_s(samples, model, d)):
-        delta = scale * st.gamma_e[:, None, None, None] * (x - rec)
+        r = x - rec
+        q += -0.5 * scale * tf.reduce_sum(st.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3]))
+        delta = scale * st.gamma_e[:, None, None, None] * r
         for l, g in enumerate(model.geoms):
             grads[l] += _correlate(delta, s[l], g.dh, g.dw)
             if l + 1 < model.n_layers:
                 back = full_conv_adjoint(delta, d[l]) * zd[l]  # dQ/dS[l]
                 delta = _pool_to(back, g.p, g.nbh, g.nbw)
     prior = model.hyper.dict_prior_precision
-    return [gl - prior * dl for gl, dl in zip(grads, d)]
+    grads = [gl - prior * dl for gl, dl in zip(grads, d)]
+    if not with_q:
+        return grads
+    return grads, q - 0.5 * prior * tf.add_n([tf.reduce_sum(tf.square(dl)) for dl in d])
 
 
 def _pool_to(s, p: int, h: int, w: int) -> tf.Tensor:
@@ -197,8 +204,7 @@ def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: in
     per_epoch = -(-n // b)
     order = _batches(n, b, seed)
     sweep_fn = G.make_sweep_fn(model, update_globals=False)
-    grad_fn = tf.function(lambda dd, smp, xb: (grad_delta(dd, smp, xb, model, n),
-                                                sampled_q(dd, smp, xb, model, n)),
+    grad_fn = tf.function(lambda dd, smp, xb: grad_delta(dd, smp, xb, model, n, with_q=True),
                           reduce_retracing=True)
     t_start = time.time()
     for t in range(state.step, iterations):
