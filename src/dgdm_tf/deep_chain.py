@@ -103,12 +103,12 @@ def _averages(st: G.DeepState, model: DeepModel) -> dict:
     return out
 
 
-def _averaged_beta(svm, s_top, y, shyper, n: int, seed) -> np.ndarray:
-    """Mean beta over ``n`` SVM scans with S[L] held (one scan per step, fold-in seeds)."""
-    one = tf.function(lambda sv, sd: deep_svm.resample_svm(sv, s_top, y, shyper, sd, steps=1))
+def _averaged_beta(scan, svm, s_top, y, n: int, seed) -> np.ndarray:
+    """Mean beta over ``n`` SVM scans (``scan(svm, s_top, y, seed)``, compiled once per
+    chain) with S[L] held; scan i seeded by fold-in of i."""
     acc = np.zeros(svm.beta.shape, np.float64)
     for i in range(n):
-        svm = one(svm, tf.random.experimental.stateless_fold_in(seed, i))
+        svm = scan(svm, s_top, y, tf.random.experimental.stateless_fold_in(seed, i))
         acc += np.asarray(svm.beta)
     return acc / n
 
@@ -202,6 +202,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     if supervised:
         sup_fns = {ph: G.make_sweep_fn(model, adapt=ph == "burn-in", n_leapfrog=n_leapfrog,
                                        svm_hyper=shyper, chunk=chunk) for ph in ("burn-in", "collect")}
+        svm_scan = tf.function(lambda sv, s_top, yy, sd: deep_svm.resample_svm(sv, s_top, yy, shyper, sd, steps=1))
 
     def save(sweep_idx):
         if ck is None:
@@ -249,7 +250,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                 # a model to predict with: its dictionaries and beta
                 beta = np.asarray(svm.beta)
                 if svm_average > 0:
-                    beta = _averaged_beta(svm, state.s_top, y, shyper, svm_average,
+                    beta = _averaged_beta(svm_scan, svm, state.s_top, y, svm_average,
                                           tf.random.experimental.stateless_fold_in(
                                               tf.constant([seed, 0xA7E], tf.int64), t))
                 samples.append({**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},

@@ -40,9 +40,10 @@ from dgdm_tf import deep_gibbs as G
 from dgdm_tf.deep_model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
 from dgdm_tf.ops import full_conv_adjoint
 
-McemState = collections.namedtuple("McemState", ["d", "v", "step", "seed"])
+McemState = collections.namedtuple("McemState", ["d", "v", "step"])
 McemState.__doc__ = """d: tuple of the dictionaries (one per layer); v: RMSprop's running
-mean square of each layer's gradient; step: iterations done; seed: the chain's seed."""
+mean square of each layer's gradient; step: iterations done (iteration t's draws are
+seeded by fold-in of t into the run's seed)."""
 
 
 def init_from_prior(model: DeepModel, seed: int, *, scale: float = 1.0) -> tuple:
@@ -183,7 +184,7 @@ def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: in
     say = progress or (lambda _m: None)
     d = (tuple(tf.constant(np.asarray(v, np.float32)) for v in dictionaries) if dictionaries
          is not None else init_from_prior(model, seed, scale=prior_scale))
-    state = McemState(d=d, v=tuple(tf.zeros_like(dl) for dl in d), step=0, seed=seed)
+    state = McemState(d=d, v=tuple(tf.zeros_like(dl) for dl in d), step=0)
     rows: list[dict] = []
     fp = json.dumps({"n": n, "shape": list(x.shape), "sum": float(np.sum(x, dtype=np.float64)),
                      "layers": list(layers), "seed": seed, "batch": b, "sweeps": sweeps,
@@ -196,7 +197,7 @@ def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: in
             if str(z["fingerprint"]) == fp:
                 state = McemState(d=tuple(tf.constant(z[f"d{l}"]) for l in range(model.n_layers)),
                                   v=tuple(tf.constant(z[f"v{l}"]) for l in range(model.n_layers)),
-                                  step=int(z["step"]), seed=seed)
+                                  step=int(z["step"]))
                 rows = json.loads(str(z["trace"]))
                 say(f"resuming stochastic MCEM at iteration {state.step}/{iterations} ({ck})")
             else:
@@ -220,7 +221,7 @@ def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: in
             if not np.all(np.isfinite(dl.numpy())):
                 raise FloatingPointError(f"D[{l + 1}] is not finite after MCEM iteration {t + 1}; "
                                          f"lower the RMSprop step (lr = {lr})")
-        state = McemState(d=d, v=v, step=t + 1, seed=seed)
+        state = McemState(d=d, v=v, step=t + 1)
         last = samples[-1]
         rows.append({"iteration": t + 1, "q": float(q),
                      "rel_residual": float(np.linalg.norm(last.resid) / np.linalg.norm(xb)),
