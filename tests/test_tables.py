@@ -154,3 +154,13 @@ def test_schema_enums_match_the_library():
     assert set(ds["methods"]["items"]["enum"]) == set(tables.IMPLEMENTED_METHODS)
     assert set(ds["paper_table"]["enum"]) - {None} == set(paper.PAPER_TABLES)
     assert set(tables.IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
+
+
+@pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (2 Gibbs sweeps, then 4 MCEM"),
+                                            ("gibbs", "posterior mean of the top layer (2 burn-in + 3 Gibbs")])
+def test_supervised_note_names_the_test_features(features, says):
+    m = {"n_train": 600, "n_models_averaged": 2, "config": {"supervised": {
+        "start_from": "refined", "burn_in": 12, "collect": 4, "thin": 1,
+        "predict": {"features": features, "burn_in": 2, "collect": 3, "iterations": 4}}}}
+    note = tables._run_note("mnist", "supervised", m)
+    assert says in note and ("MCEM" in note) == (features == "mcem"), note

@@ -115,9 +115,12 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
         bits.append(
             f"Gibbs over every layer and the SVM jointly on {m.get('n_train')} labelled images "
             f"from the {sup.get('start_from')} dictionaries, {sup.get('burn_in')} burn-in + "
-            f"{sup.get('collect')} x {sup.get('thin')} collection sweeps; test: MCEM MAP of the "
-            f"top layer ({pr.get('burn_in')} Gibbs sweeps, then {pr.get('iterations')} MCEM "
-            f"iterations), decision values averaged over {m.get('n_models_averaged')} models")
+            f"{sup.get('collect')} x {sup.get('thin')} collection sweeps; test: "
+            + (f"posterior mean of the top layer ({pr.get('burn_in')} burn-in + "
+               f"{pr.get('collect')} Gibbs sweeps)" if pr.get("features") == "gibbs" else
+               f"MCEM MAP of the top layer ({pr.get('burn_in')} Gibbs sweeps, then "
+               f"{pr.get('iterations')} MCEM iterations)")
+            + f", decision values averaged over {m.get('n_models_averaged')} models")
         if m.get("per_model_test_error_pct"):
             bits.append("test error of each model alone: "
                         + ", ".join(f"{e:.2f}%" for e in m["per_model_test_error_pct"]))

@@ -49,7 +49,7 @@ n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
-dvs, per_model, q_traces, mcem_seconds = [], [], [], 0.0
+dvs, per_model, q_traces, infer_seconds = [], [], [], 0.0
 for j in range(n_models):
     common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
                   batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
@@ -66,7 +66,7 @@ for j in range(n_models):
     dv = deep_svm.decision_values(betas[j: j + 1], mean, std, res["features"].reshape((-1,) + top_shape))
     dvs.append(dv)
     per_model.append(100.0 * float(np.mean(np.argmax(dv, 1) != labels)))
-    mcem_seconds += res["seconds"]
+    infer_seconds += res["seconds"]
     progress(f"{ds}: model {j + 1}/{n_models}: test error {per_model[-1]:.2f}% "
              f"({len(x) / res['seconds']:.2f} images/s)")
 scores = np.mean(dvs, axis=0)
@@ -110,7 +110,7 @@ metrics = {
     "n_models_averaged": n_models,
     "test_features": kind,
     "mcem_q_trace": q_traces,
-    "test_images_per_second": float(n_models * len(x) / max(mcem_seconds, 1e-9)),  # per model pass
+    "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass
     "n_train": n_train,
     "n_test": int(len(x)),
     "n_classes": n_classes,
