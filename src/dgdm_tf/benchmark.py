@@ -374,7 +374,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
                          cnn: pd.DataFrame, scaling: pd.DataFrame,
                          time_to_acc: list[dict], cnn_runs: list[dict],
                          jobs: pd.DataFrame, scaling_png: str,
-                         refine: pd.DataFrame | None = None) -> str:
+                         refine: pd.DataFrame | None = None,
+                         mcem: pd.DataFrame | None = None) -> str:
     """``results/benchmarks.md``. ``time_to_acc``: :func:`time_to_accuracy` rows with a
     ``dataset`` key (or a ``dataset`` + ``missing`` note where a run is missing);
     ``cnn_runs``: the CNN runs' metrics.json (their measured throughput)."""
@@ -443,6 +444,19 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
            "is the same or better (or, if none is, up to its best epoch). Same data "
            "subsets, same machine. ratio = dgdm / CNN.", ""]
     md += _time_to_acc_lines(time_to_acc)
+    if mcem is not None and len(mcem):
+        md += [
+            "## Stochastic MCEM and test-time inference",
+            "",
+            "One MCEM iteration of the supervised model (`dgdm_tf.deep_smcem.train`: E-step "
+            "of one Gibbs sweep with the SVM, delta-recursion gradient, RMSprop, beta's "
+            "closed-form step) and test-time MCEM MAP inference (Algorithm 2, 2 Gibbs "
+            "sweeps + 4 iterations) on random images, each shape in its own process "
+            "(`dgdm_tf.mcem_benchmark`; peak RSS of that process; tracing excluded).",
+            "",
+            md_table(mcem),
+            "",
+        ]
     md += [
         "## How cost grows with work",
         "",

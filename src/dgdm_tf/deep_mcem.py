@@ -26,6 +26,7 @@ MAP search starts inside the posterior's bulk.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Callable, Sequence
 
@@ -149,13 +150,15 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
               seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
               gamma_e_init: float | None = None, hyper: dict | None = None,
               rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              progress: Callable[[str], None] | None = print) -> dict:
+              progress: Callable[[str], None] | None = print, fn_cache: dict | None = None) -> dict:
     """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
     dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
 
     Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'q_trace':
     (iterations,) mean Q per image after each iteration, 'seconds'}. Batch b is seeded
     by fold-in of (seed, b): results do not depend on the batches before it.
+    ``fn_cache``: a dict shared across calls (other dictionaries of the same shapes, other
+    images) so that the compiled sweep and iteration are traced once, not per call.
     """
     x = np.asarray(x, np.float32)
     check_finite("test-time MCEM input x", x)
@@ -164,11 +167,20 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
-    gibbs_fns, mcem_fns = {}, {}
+    cache = fn_cache if fn_cache is not None else {}
+    key = (tuple(x.shape[1:]), json.dumps([dict(l) for l in layers], sort_keys=True), tuple(ks),
+           json.dumps(hyper, sort_keys=True, default=str), rmsprop_lr, rmsprop_decay, rmsprop_steps)
+    gibbs_fns, mcem_fns = cache.setdefault(key, ({}, {}))
     feats, q_sum = [], np.zeros(iterations)
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
-        xb = tf.constant(x[b0: b0 + batch_size])
+        real = x[b0: b0 + batch_size]
+        n_real = len(real)
+        # a partial batch is padded with copies of its images (dropped below): one traced
+        # shape for every batch (images are conditionally independent given D, so the
+        # copies change only which random numbers the real images draw)
+        xb = tf.constant(np.resize(real, (batch_size, *real.shape[1:])) if n_real < batch_size
+                         else real)
         nb = int(xb.shape[0])
         if nb not in gibbs_fns:
             gibbs_fns[nb] = G.make_sweep_fn(model, update_globals=False)
@@ -184,11 +196,11 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         v = tf.zeros_like(w)
         for t in range(iterations):
             st, w, v, _, q = mcem_fns[nb](st, w, v, xb)
-            q_sum[t] += float(tf.reduce_sum(q))
-        f = np.asarray(st.s_top).reshape(nb, -1)
+            q_sum[t] += float(tf.reduce_sum(q[:n_real]))
+        f = np.asarray(st.s_top).reshape(nb, -1)[:n_real]
         check_finite("MAP top-layer features", f)
         feats.append(f)
-        done = b0 + nb
+        done = b0 + n_real
         say(f"test-time MCEM: {done}/{len(x)} images, Q/image {q_sum[-1] / done:.6g}, "
             f"{done / max(time.time() - t0, 1e-9):.2f} images/s")
     return {"features": np.concatenate(feats), "q_trace": q_sum / len(x),

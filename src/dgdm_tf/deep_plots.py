@@ -139,3 +139,19 @@ def plot_image_pair(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     _save(fig, path)
+
+
+def plot_mcem_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
+    """Per stochastic-MCEM iteration: the sampled objective Qbar, the relative residual,
+    the mean noise precision and (supervised) the batch's training error."""
+    df = pd.DataFrame(rows)
+    panels = [("Qbar", "q"), ("relative residual", "rel_residual"), ("gamma_e (mean)", "gamma_e")]
+    if "train_error" in df.columns and df["train_error"].notna().any():
+        panels.append(("batch train error", "train_error"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0))
+    for ax, (name, col) in zip(np.atleast_1d(axes), panels):
+        sns.lineplot(data=df, x="iteration", y=col, ax=ax)
+        ax.set_title(name, fontsize=9)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)

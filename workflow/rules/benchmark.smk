@@ -105,6 +105,24 @@ rule benchmark_refine:
         "../scripts/benchmark_refine.py"
 
 
+rule benchmark_mcem:
+    """Stochastic MCEM training and test-time inference at benchmark.mcem_shapes, each
+    shape in its own process (dgdm_tf.mcem_benchmark)."""
+    output:
+        "results/benchmarks/mcem.csv",
+    params:
+        shapes=config["benchmark"]["mcem_shapes"],
+    log:
+        "results/logs/benchmark_mcem/benchmark_mcem.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_mcem/benchmark_mcem.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_mcem"),
+    script:
+        "../scripts/benchmark_mcem.py"
+
+
 rule benchmarks:
     """Collects results/benchmarks/rules/**/*.tsv of the jobs that have run; it needs
     tables.md so that the whole workflow has run before it looks (and the metrics of
@@ -116,6 +134,7 @@ rule benchmarks:
         refine="results/benchmarks/refine.csv",
         machine="results/benchmarks/machine.json",
         tables="results/tables.md",
+        mcem=["results/benchmarks/mcem.csv"] if config["benchmark"]["mcem_shapes"] else [],
     output:
         md="results/benchmarks.md",
         csv="results/benchmarks.csv",

@@ -17,6 +17,7 @@ import tensorflow as tf  # noqa: E402
 
 import dgdm_tf  # noqa: E402
 from dgdm_tf import atomic_io, benchmark, cnn, data  # noqa: E402
+from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
 
 ds = snakemake.wildcards.ds
 method = snakemake.params.method
@@ -66,6 +67,7 @@ metrics = {
     "method": method,
     "test_error_pct": out["test_error_pct"],
     "test_accuracy_pct": 100.0 - out["test_error_pct"],
+    "class_mean_accuracy_pct": class_mean_accuracy(y_test, out["test_predictions"], n_classes),
     "train_error_pct": out["train_error_pct"],
     "best_test_error_pct": out["best_test_error_pct"],
     "best_epoch": out["best_epoch"],

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dgdm_tf import atomic_io, data, deep_chain, deep_mcem, deep_plots, deep_svm  # noqa: E402
+from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
 from dgdm_tf.deep_model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -49,7 +50,7 @@ n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
-dvs, per_model, q_traces, infer_seconds = [], [], [], 0.0
+dvs, per_model, q_traces, infer_seconds, fn_cache = [], [], [], 0.0, {}
 for j in range(n_models):
     common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
                   batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
@@ -58,7 +59,7 @@ for j in range(n_models):
         res = deep_mcem.infer_map(
             x, [v[j] for v in samples_d], layers, iterations=int(pcfg["iterations"]),
             rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
-            rmsprop_steps=int(pcfg["rmsprop_steps"]), **common)
+            rmsprop_steps=int(pcfg["rmsprop_steps"]), fn_cache=fn_cache, **common)
         q_traces.append([float(q) for q in res["q_trace"]])
     else:
         res = deep_chain.infer_topdown(x, [v[j] for v in samples_d], layers,
@@ -105,6 +106,7 @@ metrics = {
     "method": "supervised",
     "test_error_pct": test_err,
     "test_accuracy_pct": 100.0 - test_err,
+    "class_mean_accuracy_pct": class_mean_accuracy(labels, pred, n_classes),
     "train_error_pct": train_err,
     "per_model_test_error_pct": per_model,
     "n_models_averaged": n_models,

@@ -11,6 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dgdm_tf import atomic_io  # noqa: E402
+from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
 from dgdm_tf.svm import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -89,6 +90,7 @@ metrics = {
     "method": method,
     "test_error_pct": test_err,
     "test_accuracy_pct": 100.0 - test_err,
+    "class_mean_accuracy_pct": class_mean_accuracy(y_test, pred_test, n_classes),
     "train_error_pct": train_err,
     "n_train": int(len(y_train)),
     "n_test": int(len(y_test)),

@@ -1,0 +1,53 @@
+"""rule mcem_average: posterior samples of every D and beta by Gibbs on mini-batches,
+starting from the MCEM estimate (dgdm_tf.model_averaging.run_averaging); checkpointed
+like mcem_train."""
+
+import shutil
+from pathlib import Path
+
+from _common import elapsed, plain, progress, seed_for, start
+
+start(snakemake, tensorflow=True)
+
+from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
+
+avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, model_averaging  # noqa: E402
+from dgdm_tf.mcem_data import McemData  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.cfg)
+mcfg = plain(snakemake.params.mcem)
+layers = plain(snakemake.params.layers)
+seed = int(snakemake.params.seed)
+ckpt = Path(snakemake.params.checkpoint_dir)
+ckpt.mkdir(parents=True, exist_ok=True)
+with np.load(snakemake.input.model) as z:
+    n_layers = int(z["n_layers"])
+    mcem = {"D": [z[f"D{l + 1}"] for l in range(n_layers)], "beta": z["beta"], "mean": z["mean"],
+            "std": z["std"]}
+data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "averaging_batches"),
+                batch_size=int(cfg["batch_size"] or mcfg["batch_size"]),
+                stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train)
+progress(f"{ds}: model averaging, {cfg['keep']} samples one every {cfg['thin']} iterations, "
+         f"batch {data.batch_size} of {data.n_total} images")
+svm_hyper = {k: mcfg["svm"][k] for k in ("gamma", "a_kappa", "b_kappa", "bias_var", "kappa", "scale")}
+res = model_averaging.run_averaging(
+    data.batches, data.image_shape, layers, mcem=mcem, n_total=data.n_total,
+    n_classes=data.n_classes, seed=seed_for(seed, ds, "averaging"), keep=int(cfg["keep"]),
+    thin=int(cfg["thin"]), sweeps=int(cfg["sweeps"]), gamma_s=float(mcfg["gamma_s"]),
+    svm_hyper=svm_hyper, n_leapfrog=int(cfg["n_leapfrog"]), hyper=plain(snakemake.params.hyper),
+    checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), progress=progress)
+acc = np.asarray(res["accept"])
+atomic_io.save_npz(snakemake.output.samples,
+                   **{f"sample{k}_D{l + 1}": d for k, ds_ in enumerate(res["D"]) for l, d in enumerate(ds_)},
+                   beta=res["beta"], mean=res["mean"], std=res["std"],
+                   n_samples=np.array(len(res["D"])), n_layers=np.array(n_layers),
+                   hmc_accept_mean=acc.mean(0), wall_seconds=np.array(elapsed()))
+if not cfg["keep_checkpoints"]:
+    shutil.rmtree(ckpt, ignore_errors=True)
+progress(f"{ds}: {len(res['D'])} samples kept; mean HMC acceptance per layer "
+         f"{acc.mean(0).round(3).tolist()}; {elapsed():.1f} s")

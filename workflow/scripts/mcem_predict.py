@@ -1,0 +1,92 @@
+"""rule mcem_predict: classify the test images (supplement Algorithm 2: MCEM MAP of each
+image's top layer given D, then beta^T s) with the MCEM estimate (method mcem_map) or
+with each posterior sample, decision values averaged (model_averaging); top-1 / top-5
+error, predictions with every class's score."""
+
+import json
+
+from _common import elapsed, plain, progress, provenance, seed_for, start, write_resolved_config
+
+start(snakemake, tensorflow=True)
+
+from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
+
+avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dgdm_tf import atomic_io, deep_mcem, deep_svm  # noqa: E402
+from dgdm_tf.mcem_data import McemData  # noqa: E402
+from dgdm_tf.scores import class_mean_accuracy, topk_errors  # noqa: E402
+
+ds = snakemake.wildcards.ds
+method = snakemake.wildcards.method
+pcfg = plain(snakemake.params.cfg)
+mcfg = plain(snakemake.params.mcem)
+layers = plain(snakemake.params.layers)
+run_cfg = plain(snakemake.params.run_config)
+seed = int(run_cfg["seed"])
+
+with np.load(snakemake.input.model) as z:
+    n_layers = int(z["n_layers"])
+    models = [([z[f"D{l + 1}"] for l in range(n_layers)], z["beta"])]
+    mean, std = z["mean"], z["std"]
+    train_seconds = float(z["wall_seconds"])
+    n_train = int(z["n_total"])
+avg_seconds = 0.0
+if method == "model_averaging":
+    with np.load(snakemake.input.samples) as z:
+        models = [([z[f"sample{k}_D{l + 1}"] for l in range(n_layers)], z["beta"][k])
+                  for k in range(int(z["n_samples"]))]
+        avg_seconds = float(z["wall_seconds"])
+data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(snakemake.params.stream),
+                n_test=pcfg["n_test"])
+progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
+
+scores, labels, infer_seconds, fn_cache = [], [], 0.0, {}
+for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
+    dv = np.zeros((len(x), data.n_classes))
+    for j, (d, beta) in enumerate(models):
+        res = deep_mcem.infer_map(
+            x, d, layers, seed=seed_for(seed, ds, method, "predict", c, j),
+            burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
+            batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
+            rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
+            rmsprop_steps=int(pcfg["rmsprop_steps"]), progress=None, fn_cache=fn_cache)
+        infer_seconds += res["seconds"]
+        dv += deep_svm.decision_values([beta], mean, std, res["features"]) / len(models)
+    scores.append(dv)
+    labels.append(np.asarray(y))
+    done = sum(len(s) for s in scores)
+    progress(f"{ds}: {done}/{data.n_test} test images, running top-1 error "
+             f"{100 * np.mean(np.argmax(np.concatenate(scores), 1) != np.concatenate(labels)):.2f}%, "
+             f"{done * len(models) / infer_seconds:.2f} image-models/s")
+scores, labels = np.concatenate(scores), np.concatenate(labels)
+pred = np.argmax(scores, 1)
+err = topk_errors(scores, labels)
+progress(f"{ds}: {method}: top-1 error {err['top1_error_pct']:.2f}%, top-5 error "
+         f"{err['top5_error_pct']:.2f}%")
+
+df = pd.DataFrame({"test_index": np.arange(len(labels)), "label": labels, "predicted": pred})
+for c in range(data.n_classes):
+    df[f"score_{c}"] = scores[:, c]
+with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
+    df.to_csv(tmp, index=False, float_format="%.6g")
+write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
+by_step = {"stream": float(json.loads(open(snakemake.input.data).read()).get("seconds", 0.0))
+           if str(snakemake.input.data).endswith(".json") else 0.0,
+           "mcem_train": train_seconds, "mcem_average": avg_seconds, "predict": elapsed()}
+metrics = {
+    "dataset": ds, "method": method,
+    "test_error_pct": err["top1_error_pct"], "top5_error_pct": err["top5_error_pct"],
+    "test_accuracy_pct": 100.0 - err["top1_error_pct"],
+    "class_mean_accuracy_pct": class_mean_accuracy(labels, pred, data.n_classes),
+    "n_train": n_train, "n_test": int(len(labels)), "n_classes": data.n_classes,
+    "n_models_averaged": len(models),
+    "test_images_per_second": float(len(labels) / max(infer_seconds, 1e-9)),
+    "wall_seconds": float(sum(by_step.values())), "wall_seconds_by_step": by_step,
+    **provenance(seed, snakemake.params.config_files, run_cfg),
+}
+atomic_io.write_json(snakemake.output.metrics, metrics)
+progress(f"done in {elapsed():.1f} s")

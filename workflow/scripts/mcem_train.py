@@ -1,0 +1,68 @@
+"""rule mcem_train: stochastic MCEM (supplement Algorithm 1) of the supervised model from
+the priors (dgdm_tf.deep_smcem.train): every layer's D by RMSprop, beta in closed form.
+
+Checkpoints into `params.checkpoint_dir` every `mcem.checkpoint_every` iterations (not an
+output: it survives a kill, and `--rerun-incomplete` resumes from it); removed when done
+unless `mcem.keep_checkpoints`.
+"""
+
+import shutil
+from pathlib import Path
+
+from _common import elapsed, plain, progress, seed_for, start
+
+start(snakemake, tensorflow=True)
+
+from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
+
+avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, deep_plots, deep_smcem, plots  # noqa: E402
+from dgdm_tf.mcem_data import McemData  # noqa: E402
+
+ds = snakemake.wildcards.ds
+cfg = plain(snakemake.params.cfg)
+layers = plain(snakemake.params.layers)
+hyper = plain(snakemake.params.hyper)
+seed = int(snakemake.params.seed)
+ckpt = Path(snakemake.params.checkpoint_dir)
+ckpt.mkdir(parents=True, exist_ok=True)
+
+data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "mcem_batches"),
+                batch_size=int(cfg["batch_size"]), stream_cfg=plain(snakemake.params.stream),
+                n_train=snakemake.params.n_train)
+progress(f"{ds}: stochastic MCEM on {data.n_total} images of {data.image_shape}, "
+         f"{data.n_classes} classes, batch {data.batch_size}, {cfg['iterations']} iterations, "
+         f"layers {layers}")
+import tensorflow as tf  # noqa: E402
+
+gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+devices = gpus if cfg["distribute"] and len(gpus) > 1 else None
+progress(f"{ds}: devices: {devices or (gpus[:1] or ['CPU'])}")
+svm = {"hyper": {k: cfg["svm"][k] for k in ("gamma", "a_kappa", "b_kappa", "bias_var", "kappa", "scale")},
+       "start": int(cfg["supervise_from"]), "step_power": float(cfg["beta_step_power"])}
+res = deep_smcem.train(
+    data.batches, data.image_shape, layers, n_total=data.n_total, seed=seed_for(seed, ds, "mcem"),
+    iterations=int(cfg["iterations"]), batch_size=data.batch_size, data_id=data.data_id,
+    sweeps=int(cfg["sweeps"]), n_samples=int(cfg["n_samples"]), lr=float(cfg["lr"]),
+    decay=float(cfg["decay"]), gamma_s=float(cfg["gamma_s"]), hyper=hyper,
+    prior_scale=float(cfg["prior_scale"]), n_classes=data.n_classes, svm=svm,
+    jit_compile=bool(cfg["jit_compile"]), devices=devices, checkpoint_dir=ckpt,
+    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=snakemake.output.trace,
+    progress=progress)
+if res["beta"] is None:
+    raise ValueError(f"datasets.{ds}.mcem.supervise_from ({cfg['supervise_from']}) must be "
+                     f"below mcem.iterations ({cfg['iterations']}): beta was never fitted")
+atomic_io.save_npz(snakemake.output.model, **{f"D{l + 1}": d for l, d in enumerate(res["D"])},
+                   beta=res["beta"], mean=res["mean"], std=res["std"],
+                   n_layers=np.array(len(res["D"])), n_total=np.array(data.n_total),
+                   n_classes=np.array(data.n_classes), image_shape=np.array(data.image_shape),
+                   train_seconds=np.array(res["seconds"]), wall_seconds=np.array(elapsed()))
+deep_plots.plot_mcem_trace(res["trace"], snakemake.output.trace_png,
+                           f"{ds}: stochastic MCEM ({data.n_total} images, batch {data.batch_size})")
+plots.plot_dictionary(res["D"][0], snakemake.output.dict_png, f"{ds}: layer-1 dictionary (MCEM)")
+if not cfg["keep_checkpoints"]:
+    shutil.rmtree(ckpt, ignore_errors=True)
+progress(f"{ds}: MCEM done, {res['seconds']:.1f} s in iterations, {elapsed():.1f} s in all")

@@ -1,0 +1,85 @@
+"""rule transfer: ImageNet -> Caltech (SPEC sec. 4). The layers learned on the source
+dataset (its MCEM estimate) are held fixed; the Caltech images, at `transfer.image_size`
+and scaled as the source's inputs, get their top-layer features by test-time MCEM
+(Algorithm 2), and a new Bayesian SVM is trained on them. Accuracy averaged over classes.
+"""
+
+from _common import elapsed, plain, progress, provenance, seed_for, start, write_resolved_config
+
+start(snakemake, tensorflow=True)
+
+from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
+
+avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dgdm_tf import atomic_io, data, deep_mcem  # noqa: E402
+from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.svm import BayesianSVM  # noqa: E402
+
+ds = snakemake.wildcards.ds
+tcfg = plain(snakemake.params.cfg)
+spec = plain(snakemake.params.spec)
+run_cfg = plain(snakemake.params.run_config)
+seed = int(run_cfg["seed"])
+layers = plain(snakemake.params.source_layers)
+size = int(tcfg["image_size"])
+
+# the same per-class split as the dataset's other rows (same seed), at the transfer size
+spec_t = {**spec, "image_size": [size, size], "image_shape": None, "normalise": "imagenet"}
+summary = data.prepare_dataset(ds, spec_t, snakemake.params.raw_dir, snakemake.output.data,
+                               seed=int(snakemake.params.data_seed))
+d = data.load_prepared(snakemake.output.data)
+with np.load(snakemake.input.model) as z:
+    dictionaries = [z[f"D{l + 1}"] for l in range(int(z["n_layers"]))]
+    source_seconds = float(z["wall_seconds"])
+n_classes = int(summary["n_classes"])
+progress(f"{ds}: transfer from {snakemake.params.source}: {summary['n_train']} training / "
+         f"{summary['n_test']} test images at {size}x{size}, {n_classes} classes")
+
+feats, fn_cache = {}, {}
+for split in ("train", "test"):
+    x = d[f"x_{split}"]
+    if tcfg[f"n_{split}"] is not None:
+        x = x[: int(tcfg[f"n_{split}"])]
+    res = deep_mcem.infer_map(
+        x, dictionaries, layers, seed=seed_for(seed, ds, "transfer", split),
+        burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
+        batch_size=int(tcfg["batch_size"]), gamma_s=float(snakemake.params.gamma_s),
+        progress=progress, fn_cache=fn_cache)
+    feats[split] = res["features"]
+y_train = d["y_train"][: len(feats["train"])]
+y_test = d["y_test"][: len(feats["test"])]
+atomic_io.save_npz(snakemake.output.features, f_train=feats["train"], y_train=y_train,
+                   f_test=feats["test"], y_test=y_test)
+
+svm = BayesianSVM(n_classes, seed=seed_for(seed, ds, "transfer", "svm"), progress=progress,
+                  **plain(snakemake.params.svm))
+svm.fit(feats["train"], y_train)
+scores = np.asarray(svm.decision_function(feats["test"]))
+pred = np.argmax(scores, 1)
+acc = class_mean_accuracy(y_test, pred, n_classes)
+err = 100.0 * float(np.mean(pred != y_test))
+progress(f"{ds}: transfer: accuracy averaged over classes {acc:.2f}%, test error {err:.2f}%")
+
+df = pd.DataFrame({"test_index": np.arange(len(y_test)), "label": y_test, "predicted": pred})
+for c in range(n_classes):
+    df[f"score_{c}"] = scores[:, c]
+with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
+    df.to_csv(tmp, index=False, float_format="%.6g")
+write_resolved_config(snakemake.output.config, snakemake.params.config_files, "imagenet_transfer",
+                      run_cfg)
+by_step = {"source_mcem_train": source_seconds, "transfer": elapsed()}
+metrics = {
+    "dataset": ds, "method": "imagenet_transfer", "source": snakemake.params.source,
+    "test_error_pct": err, "test_accuracy_pct": 100.0 - err, "class_mean_accuracy_pct": acc,
+    "train_error_pct": 100.0 * float(np.mean(np.asarray(svm.predict(feats["train"])) != y_train)),
+    "n_train": int(len(y_train)), "n_test": int(len(y_test)), "n_classes": n_classes,
+    "n_features": int(feats["train"].shape[1]), "image_size": size,
+    "wall_seconds": float(sum(by_step.values())), "wall_seconds_by_step": by_step,
+    **provenance(seed, snakemake.params.config_files, run_cfg),
+}
+atomic_io.write_json(snakemake.output.metrics, metrics)
+progress(f"done in {elapsed():.1f} s")
