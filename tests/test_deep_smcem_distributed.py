@@ -1,7 +1,8 @@
 """Data-parallel stochastic MCEM (tf.distribute.MirroredStrategy): the per-device
 gradients sum to the whole batch's (the prior counted once), and a run over two devices
-(two logical CPUs, in a subprocess: devices are fixed when TensorFlow starts) finishes,
-and a killed run resumes to the same numbers (so the two-device run is reproducible)."""
+(two logical CPUs, in a subprocess: devices are fixed when TensorFlow starts) runs the
+supervised model (the gather of S[L] and lambda for beta's step) to finite numbers.
+Resuming is device-independent code, tested on one device in test_deep_smcem."""
 
 from __future__ import annotations
 
@@ -51,26 +52,24 @@ SCRIPT = textwrap.dedent("""
     from test_deep_smcem import _labelled, LAYERS, HYPER, SVM
     from dgdm_tf import deep_smcem as M
     d_true, x, y = _labelled(32, seed=5)
-    kw = dict(seed=3, iterations=3, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER, y=y,
-              n_classes=2, svm=SVM, dictionaries=d_true, progress=None, checkpoint_every=1,
+    kw = dict(seed=3, iterations=2, batch_size=16, sweeps=1, lr=0.02, hyper=HYPER, y=y,
+              n_classes=2, svm={{**SVM, "start": 0}}, dictionaries=d_true, progress=None,
               devices=["/cpu:0", "/cpu:1"])
     a = M.run_mcem(x, LAYERS, **kw)
-    assert M.run_mcem(x, LAYERS, checkpoint_dir={ck!r}, stop_after=2, **kw) is None
-    c = M.run_mcem(x, LAYERS, checkpoint_dir={ck!r}, **kw)
-    same = lambda u, v: all(np.array_equal(p, q) for p, q in zip(u["D"] + [u["beta"]], v["D"] + [v["beta"]]))
-    print(json.dumps({{"resume": same(a, c),
-                      "finite": bool(all(np.all(np.isfinite(v)) for v in a["D"] + [a["beta"]])),
-                      "iterations": len(a["trace"])}}))
+    print(json.dumps({{"finite": bool(all(np.all(np.isfinite(v)) for v in a["D"] + [a["beta"]])),
+                      "beta_moved": bool(np.any(a["beta"] != 0)),
+                      "errors": [r["train_error"] for r in a["trace"]]}}))
 """)
 
 
 @pytest.mark.slow
-def test_two_device_run_is_reproducible_and_resumes(tmp_path):
-    code = SCRIPT.format(src=str(REPO / "src"), tests=str(REPO / "tests"), ck=str(tmp_path))
+def test_two_device_supervised_run(tmp_path):
+    code = SCRIPT.format(src=str(REPO / "src"), tests=str(REPO / "tests"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert out == {"resume": True, "finite": True, "iterations": 3}, out
+    assert out["finite"] and out["beta_moved"], out
+    assert len(out["errors"]) == 2 and all(0.0 <= e <= 1.0 for e in out["errors"]), out
 
 
 def test_batch_must_split_evenly_over_devices():

@@ -64,7 +64,7 @@ def test_geweke_supervised_sweep():
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
                       supervised=True)
     rng = np.random.default_rng(5)
-    m = 2000
+    m = 1500
     y = np.array([[1.0, -1.0], [-1.0, 1.0]])
     f = model.top.hs * model.top.ws * model.top.k
     mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
