@@ -190,7 +190,7 @@ def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
         seeds = tf.unstack(tf.random.experimental.stateless_split(st.seed, 8))
         st = st._replace(seed=seeds[0])
         st = st._replace(resid=G.residual(st, x, model))
-        terms = deep_svm.unit_terms(smcem_svm.as_state(g, lam, svm_hyper), y,
+        terms = deep_svm.unit_terms(smcem_svm.as_state(g, lam), y,
                                     st.s_top.shape[1:], svm_hyper)
         st, _ = G.local_steps(st, x, model, seeds[1], seeds[2], svm_terms=terms)
         st, _ = G.global_steps(st, x, model, seeds, update_globals=False)
@@ -430,7 +430,7 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
         if g is not None:
             g = smcem_svm.update_beta(g, lams, s_tops, yt, svm_hyper,
                                       n_total=n_total, step_power=step_power)
-            marg = deep_svm.margins(smcem_svm.as_state(g, lams[-1], svm_hyper), s_tops[-1])
+            marg = deep_svm.margins(smcem_svm.as_state(g, lams[-1]), s_tops[-1])
             row_extra["train_error"] = float(np.mean(np.argmax(marg.numpy(), 1) != np.asarray(yb)))
         state = McemState(d=d, v=v, step=t + 1)
         seen += len(xb)

@@ -47,12 +47,12 @@ def init(n_classes: int, mean, std) -> SvmGlobals:
                       std=tf.constant(np.asarray(std, np.float32)), updates=0)
 
 
-def as_state(g: SvmGlobals, lam, hyper: deep_svm.SvmHyper) -> deep_svm.SvmState:
-    """The :class:`dgdm_tf.deep_svm.SvmState` the deep model's top-unit step reads."""
-    c, f1 = g.beta.shape
-    return deep_svm.SvmState(beta=g.beta, omega=omega_em(g.beta, hyper)[:, :-1],
-                             kappa=tf.fill([c], tf.constant(hyper.kappa, tf.float64)),
-                             lam=lam, mean=g.mean, std=g.std)
+def as_state(g: SvmGlobals, lam) -> deep_svm.SvmState:
+    """The :class:`dgdm_tf.deep_svm.SvmState` that the top-unit step
+    (:func:`dgdm_tf.deep_svm.unit_terms`) and :func:`dgdm_tf.deep_svm.margins` read: beta,
+    lambda and the standardisation. omega and kappa are left None: neither reads them, and
+    this runs inside every compiled E-step sweep."""
+    return deep_svm.SvmState(beta=g.beta, omega=None, kappa=None, lam=lam, mean=g.mean, std=g.std)
 
 
 def resample_lambda(g: SvmGlobals, s_top, y, hyper: deep_svm.SvmHyper, seed) -> tf.Tensor:
