@@ -12,8 +12,11 @@ The model is :mod:`dgdm_tf.deep_model`. Every step leaves the joint posterior in
   is fixed by the layers above; its p*p + 1 states are scored by the data fit of that
   value placed at each position, pushed down to the data plane. Colour by colour, map
   after map. Layer 0 has a fast path (correlations on footprint tiles, as pretraining,
-  masked pixels included); any other layer uses the generic path (one pass down per
-  candidate position). Both give the same draws from the same seed (tested).
+  masked pixels included); the layers above push each candidate down inside its
+  block's footprint window only, several maps' candidates in one batched pass
+  (:mod:`dgdm_tf.member_windows`); the generic path (``fast=False``) pushes one
+  candidate position of a whole colour through the whole plane per pass. All give the
+  same draws from the same seed (tested).
 * ``resample_d`` -- D[0]: jointly per map from its exact Gaussian (reuses
   :func:`dgdm_tf.pretrain.resample_d`, Fourier domain). D[l], l >= 1: its conditional is
   Gaussian too but its precision couples every entry through the per-image unpooling
@@ -41,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import deep_svm, pretrain
+from dgdm_tf import member_windows as mw
 from dgdm_tf.deep_model import (
     DeepModel,
     dense_indicators,
@@ -232,6 +236,67 @@ def top_unit_images(state: DeepState, model: DeepModel, mask=None, fast: bool = 
     return lambda ci, k: _masked(gen(ci, k), mask)
 
 
+def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = True):
+    """What a top unit's conditional needs from the data plane, per colour:
+    ``colour(a, b)`` -> (cache0, ``terms(k, resid, cur, cache)`` -> (b, a, finish, cache))
+    for the units of colour (a, b) of map k, each (N, n_h, n_w): b = <F, R0> and
+    a = ||F||^2 (F a unit's image, R0 the residual without it, ``cur`` the units' current
+    values), ``finish(val)`` the residual with the units at ``val``; ``cache`` carries
+    images across the loop over maps. With ``fast`` a model of three or more layers
+    pushes each unit down inside its footprint only (:mod:`dgdm_tf.member_windows`),
+    several maps in one batched pass; a two-layer model takes every image from one
+    batched product; otherwise one pass down through the whole plane per map."""
+    col = model.colourings[-1]
+    gt = model.top
+    hx, wx, c0 = model.image_shape
+    if fast and model.n_layers > 2:
+        zd = _dense_z(state, model)
+        atoms = tf.transpose(state.d[-1], [3, 0, 1, 2])  # K, dh, dw, C: a unit's X[L-1]
+        l = model.n_layers - 1
+
+        def colour(a, b):
+            s_grids, data = model.member_grids(l, a, b)
+            idx = np.flatnonzero(col.real(a, b).ravel())
+            kc = _maps_per_pass(model, s_grids, data, 1, len(idx), gt.k)
+            zw = {j: mw.crop(zd[j], s_grids[j], idx) for j in s_grids}  # Z below: fixed here
+            mwin = None if mask is None else mw.crop(mask, data, idx)
+            n_img = tf.shape(state.resid)[0]
+
+            def images(k0):  # (kc, N*M, window): the units of maps k0 .. k0 + kc - 1
+                ks = tf.minimum(k0 + tf.range(kc), gt.k - 1)
+                x_win = tf.repeat(tf.gather(atoms, ks), n_img * len(idx), axis=0)
+                y = _push_windows(x_win, zw, model, state.d, l, mwin)
+                return tf.reshape(y, [kc, -1, data.size_h, data.size_w, c0])
+
+            def terms(k, resid, cur, cache):
+                cache = tf.cond(tf.equal(k % kc, 0),
+                                lambda: tf.ensure_shape(images(k), cache.shape), lambda: cache)
+                f = cache[k % kc]
+                r_win = mw.crop(resid, data, idx)
+                r0 = r_win + f * mw.per_member(cur, idx)[:, None, None, None]
+
+                def finish(val):
+                    new = r0 - f * mw.per_member(val, idx)[:, None, None, None]
+                    return resid + mw.place(new - r_win, data, idx, hx, wx)
+                return (mw.to_grid(tf.reduce_sum(f * r0, axis=[1, 2, 3]), idx, col.n_h, col.n_w),
+                        mw.to_grid(tf.reduce_sum(f * f, axis=[1, 2, 3]), idx, col.n_h, col.n_w),
+                        finish, cache)
+            return tf.zeros([kc, n_img * len(idx), data.size_h, data.size_w, c0]), terms
+        return colour
+
+    images = top_unit_images(state, model, mask, fast)
+    index = {ab: ci for ci, ab in enumerate(col.colours())}
+
+    def colour(a, b):
+        def terms(k, resid, cur, cache):
+            f = images(index[(a, b)], k)
+            r0 = resid + f * col.tile_broadcast(cur, a, b)
+            return (col.tile_sum(f * r0, a, b), col.tile_sum(f * f, a, b),
+                    lambda val: r0 - f * col.tile_broadcast(val, a, b), cache)
+        return tf.zeros([0]), terms
+    return colour
+
+
 def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
                  return_expected: bool = False, fast: bool = True, svm_terms=None):
     """(z, w) of every top unit; w integrated out of z (eq. SampleS, no SVM term).
@@ -252,7 +317,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     The margins couple all units of an image, so this needs one unit per colour.
     """
     gt, col = model.top, model.colourings[-1]
-    images = top_unit_images(state, model, mask, fast)
+    colour_terms = top_unit_terms(state, model, mask, fast)
     ge = state.gamma_e[:, None, None]
     gs = state.gamma_s
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])  # K, N, hs, ws
@@ -273,13 +338,12 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     for ci, (a, b) in enumerate(col.colours()):
         member = tf.constant(col.member_mask(a, b))[None]
         real = tf.constant(col.real(a, b))[None]
+        cache0, terms = colour_terms(a, b)
 
-        def body(k, resid, s_k, on_k, e_k, marg, a=a, b=b, ci=ci, member=member, real=real):
-            f = images(ci, k)
+        def body(k, resid, s_k, on_k, e_k, marg, cache, a=a, b=b, member=member, real=real,
+                 terms=terms, ci=ci):
             cur = col.take(s_k[k], a, b)
-            r0 = resid + f * col.tile_broadcast(cur, a, b)
-            bsum = col.tile_sum(f * r0, a, b)
-            asum = col.tile_sum(f * f, a, b)
+            bsum, asum, finish, cache = terms(k, resid, cur, cache)
             prec = ge * asum + gs
             lin = ge * bsum
             if supervised:  # one unit per image: (N, 1, 1)
@@ -294,7 +358,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
             on_new = tf.cast((u < tf.sigmoid(logit)) & real, tf.float32)
             w = mu + tf.random.stateless_normal(tf.shape(mu), s2) / tf.sqrt(prec)
             val = on_new * w
-            resid = r0 - f * col.tile_broadcast(val, a, b)
+            resid = finish(val)
             s_new = tf.where(member, col.put(val, a, b), s_k[k])
             o_new = tf.where(member, col.put(on_new, a, b), on_k[k])
             ex = tf.where(real, tf.sigmoid(logit) * mu, 0.0)
@@ -304,10 +368,10 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
             idx = [[k]]
             return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, idx, s_new[None]),
                     tf.tensor_scatter_nd_update(on_k, idx, o_new[None]),
-                    tf.tensor_scatter_nd_update(e_k, idx, e_new[None]), marg)
+                    tf.tensor_scatter_nd_update(e_k, idx, e_new[None]), marg, cache)
 
-        _, resid, s_k, on_k, e_k, marg = tf.while_loop(
-            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg),
+        _, resid, s_k, on_k, e_k, marg, _ = tf.while_loop(
+            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg, cache0),
             parallel_iterations=1)
     state = state._replace(s_top=tf.transpose(s_k, [1, 2, 3, 0]),
                            on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
@@ -338,6 +402,8 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     """
     if fast and l == 0:
         return _resample_z_bottom(state, model, seed, mask)
+    if fast:
+        return _resample_z_windowed(state, model, l, seed, mask)
     g, col = model.geoms[l], model.colourings[l]
     p2 = g.p * g.p
     zd = _dense_z(state, model)
@@ -369,6 +435,112 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
 
         _, resid, z_k = tf.while_loop(lambda k, *_: k < g.k, body,
                                       (tf.constant(0), resid, z_k), parallel_iterations=1)
+    z = list(state.z)
+    z[l] = tf.transpose(z_k, [1, 2, 3, 0])
+    return state._replace(z=tuple(z), resid=resid)
+
+
+WINDOW_FLOATS_PER_IMAGE = 1 << 20
+"""Memory of the windowed passes: the candidate images of as many maps as fit in this
+many floats per image (4 MB) are pushed down in one batched pass; the sequential,
+residual-dependent part then runs map after map. The draws do not depend on it.
+Measured at the CIFAR shapes, batch 4, 2-core CPU (docs/scaling.md): one map per pass
+4.46 s per MCEM iteration and 1.28 GB at peak, 4 MB 4.19 s and 1.64 GB, 16 MB 4.30 s
+and 2.76 GB (the convolutions' workspaces grow with the batch)."""
+
+
+def _maps_per_pass(model: DeepModel, s_grids: dict, data, cands: int, members: int, k: int) -> int:
+    areas = [gr.size_h * gr.size_w * model.geoms[j].k for j, gr in s_grids.items()]
+    areas.append(data.size_h * data.size_w * model.image_shape[2])
+    return int(max(1, min(k, WINDOW_FLOATS_PER_IMAGE // max(1, cands * members * max(areas)))))
+
+
+def _placed_atoms(d, p: int) -> tf.Tensor:
+    """(p*p, K, p + dh - 1, p + dw - 1, C): atom k of ``d`` placed at each offset of a
+    p x p block -- a candidate's image in X[l] (the full convolution of a one-hot)."""
+    dh, dw = d.shape[0], d.shape[1]
+    out = [tf.pad(d, [[m // p, p - 1 - m // p], [m % p, p - 1 - m % p], [0, 0], [0, 0]])
+           for m in range(p * p)]
+    return tf.transpose(tf.stack(out), [0, 4, 1, 2, 3])
+
+
+def _push_windows(x_win, zw: dict, model: DeepModel, d, l: int, mwin=None):
+    """Windows of X[l] (B, h, w, K_{l-1}) pushed down to the data plane through the
+    cropped unpooling ``zw[j]`` (tiled to B) and D[j], j = l-1 .. 0."""
+    for j in range(l - 1, -1, -1):
+        z = zw[j]
+        reps = tf.shape(x_win)[0] // tf.shape(z)[0]
+        x_win = full_conv(unpool_blocks(x_win, tf.tile(z, [reps, 1, 1, 1]), model.geoms[j].p), d[j])
+    return _masked(x_win, None if mwin is None else tf.tile(
+        mwin, [tf.shape(x_win)[0] // tf.shape(mwin)[0], 1, 1, 1]))
+
+
+def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=None) -> DeepState:
+    """Blocks of layer l >= 1 as in the generic path (the same energies, the same draws),
+    with each candidate pushed down inside its member's window only
+    (:mod:`dgdm_tf.member_windows`), and the candidates of several maps in one batched
+    pass: they do not depend on the residual (only on X[l+1], Z below and D), so only
+    the energies and the draw run map after map."""
+    g, col = model.geoms[l], model.colourings[l]
+    p2 = g.p * g.p
+    hx, wx, c0 = model.image_shape
+    zd = _dense_z(state, model)
+    xs = layer_inputs(state.s_top, model, state.d, zd)
+    v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
+    z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
+    lt_all = state.log_theta[l]
+    ge = state.gamma_e[:, None, None, None]
+    valid_np = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
+    valid_np[: g.nbh, : g.nbw] = model.position_valid(l)
+    placed = _placed_atoms(state.d[l], g.p)  # p2, K, wh, ww, C
+    resid = state.resid
+    for ci, (a, b) in enumerate(col.colours()):
+        s_grids, data = model.member_grids(l, a, b)
+        real = np.flatnonzero(col.real(a, b).ravel())
+        m_count = len(real)
+        kc = _maps_per_pass(model, s_grids, data, p2, m_count, g.k)
+        member = tf.constant(col.member_mask(a, b))[None]
+        valid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b]
+        valid = tf.constant(valid.reshape(-1, p2)[real].T[None, :, None, :, None, None, None])
+        # Z below layer l does not change while layer l is drawn: crop it once per colour
+        zw = {j: mw.crop(zd[j], s_grids[j], real) for j in s_grids}
+        mwin = None if mask is None else mw.crop(mask, data, real)
+
+        def images(k0, a=a, b=b, real=real, m_count=m_count, kc=kc, valid=valid, zw=zw,
+                   mwin=mwin, data=data):
+            """(kc, p2, N*M, window) candidate images of maps k0 .. k0 + kc - 1."""
+            ks = tf.minimum(k0 + tf.range(kc), g.k - 1)
+            v = tf.gather(v_all, ks)  # kc, N, nbh, nbw
+            v = col.take(tf.reshape(v, [-1, g.nbh, g.nbw]), a, b)
+            v = tf.reshape(mw.per_member(v, real), [kc, 1, -1, m_count, 1, 1, 1])
+            atoms = tf.transpose(tf.gather(placed, ks, axis=1), [1, 0, 2, 3, 4])[:, :, None, None]
+            x_win = atoms * v * valid  # kc, p2, N, M, wh, ww, C
+            wh, ww, cl = x_win.shape[-3:]
+            y = _push_windows(tf.reshape(x_win, [-1, wh, ww, cl]), zw, model, state.d, l, mwin)
+            return tf.reshape(y, [kc, p2, -1, data.size_h, data.size_w, c0])
+
+        def body(k, resid, z_k, cache, a=a, b=b, ci=ci, member=member, real=real, kc=kc,
+                 images=images, data=data):
+            cache = tf.cond(tf.equal(k % kc, 0),
+                            lambda: tf.ensure_shape(images(k), cache.shape), lambda: cache)
+            y = cache[k % kc]  # p2, N*M, window
+            r_win = mw.crop(resid, data, real)
+            zc = mw.per_member(col.take(z_k[k], a, b), real)
+            r0 = r_win + tf.einsum("mbhwc,bm->bhwc", y, tf.one_hot(zc, p2 + 1)[:, :p2])
+            energy = tf.reduce_sum(y * y - 2.0 * r0[None] * y, axis=[2, 3, 4])  # p2, N*M
+            energy = mw.to_grid(tf.transpose(energy), real, col.n_h, col.n_w)  # N, nh, nw, p2
+            logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
+            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            zn = mw.per_member(znew, real)
+            new = tf.einsum("mbhwc,bm->bhwc", y, tf.one_hot(zn, p2 + 1)[:, :p2])
+            resid = resid + mw.place(r0 - new - r_win, data, real, hx, wx)
+            z_out = tf.where(member, col.put(znew, a, b), z_k[k])
+            return k + 1, resid, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None]), cache
+
+        cache0 = tf.zeros([kc, p2, tf.shape(resid)[0] * m_count, data.size_h, data.size_w, c0])
+        _, resid, z_k, _ = tf.while_loop(lambda k, *_: k < g.k, body,
+                                         (tf.constant(0), resid, z_k, cache0),
+                                         parallel_iterations=1)
     z = list(state.z)
     z[l] = tf.transpose(z_k, [1, 2, 3, 0])
     return state._replace(z=tuple(z), resid=resid)

@@ -62,34 +62,33 @@ def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
 def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
     """Move 1 of the M-step: every unit's (z, w) to its coordinate maximum of Q."""
     gt, col = model.top, model.colourings[-1]
-    images = G.top_unit_images(state, model, mask)
+    colour_terms = G.top_unit_terms(state, model, mask)
     ge = state.gamma_e[:, None, None]
     gs = gamma_s[:, None, None]
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
     w_k = tf.transpose(w, [3, 0, 1, 2])
     log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
     resid = state.resid
-    for ci, (a, b) in enumerate(col.colours()):
+    for a, b in col.colours():
         member = tf.constant(col.member_mask(a, b))[None]
         real = tf.constant(col.real(a, b))[None]
+        cache0, terms = colour_terms(a, b)
 
-        def body(k, resid, s_k, w_k, a=a, b=b, ci=ci, member=member, real=real):
-            f = images(ci, k)
-            r0 = resid + f * col.tile_broadcast(col.take(s_k[k], a, b), a, b)
-            bsum = col.tile_sum(f * r0, a, b)
-            prec = ge * col.tile_sum(f * f, a, b) + gs
+        def body(k, resid, s_k, w_k, cache, a=a, b=b, member=member, real=real, terms=terms):
+            bsum, asum, finish, cache = terms(k, resid, col.take(s_k[k], a, b), cache)
+            prec = ge * asum + gs
             w_best = ge * bsum / prec
             gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
             on = tf.cast((gain > 0.0) & real, tf.float32)
             val = on * w_best
-            resid = r0 - f * col.tile_broadcast(val, a, b)
+            resid = finish(val)
             s_new = tf.where(member, col.put(val, a, b), s_k[k])
             return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, [[k]], s_new[None]),
-                    tf.tensor_scatter_nd_update(w_k, [[k]], s_new[None]))
+                    tf.tensor_scatter_nd_update(w_k, [[k]], s_new[None]), cache)
 
-        _, resid, s_k, w_k = tf.while_loop(lambda k, *_: k < gt.k, body,
-                                           (tf.constant(0), resid, s_k, w_k),
-                                           parallel_iterations=1)
+        _, resid, s_k, w_k, _ = tf.while_loop(lambda k, *_: k < gt.k, body,
+                                              (tf.constant(0), resid, s_k, w_k, cache0),
+                                              parallel_iterations=1)
     s_top = tf.transpose(s_k, [1, 2, 3, 0])
     on = tf.cast(tf.not_equal(s_top, 0.0), tf.float32)
     return state._replace(s_top=s_top, on=on, resid=resid), tf.transpose(w_k, [1, 2, 3, 0])

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.layout import LayerGeometry, layer_geometries
+from dgdm_tf.member_windows import Grid
 from dgdm_tf.ops import full_conv
 from dgdm_tf.pretrain import Hyper
 
@@ -196,6 +197,23 @@ class DeepModel:
             out[:, :, m] = ((np.arange(g.nbh) * g.p + r < g.hs)[:, None]
                             & (np.arange(g.nbw) * g.p + c < g.ws)[None, :])
         return out
+
+    def member_grids(self, l: int, a: int, b: int) -> tuple[dict, Grid]:
+        """Where the members of colour (a, b) of layer l reach on every plane below:
+        ({j: Grid of S[j]} for j < l, Grid of the data plane). A member's block of S[l]
+        becomes a window of X[l] one dictionary larger; each unpooling below scales it,
+        each convolution grows it; the data-plane window is the footprint (ext)."""
+        g, col = self.geoms[l], self.colourings[l]
+        u = col.unit
+        grid = Grid(a * u, b * u, col.g_h * u, col.g_w * u, u, u, col.n_h, col.n_w)
+        grid = grid.grown(g.dh - 1, g.dw - 1)  # X[l]
+        s_grids = {}
+        for j in range(l - 1, -1, -1):
+            gj = self.geoms[j]
+            s_grids[j] = grid.scaled(gj.p)
+            grid = s_grids[j].grown(gj.dh - 1, gj.dw - 1)
+        assert (grid.size_h, grid.size_w) == (col.ext_h, col.ext_w), (grid, col)
+        return s_grids, grid
 
     def offset_mask(self, l: int, a: int, b: int, m: int) -> np.ndarray:
         """(hs, ws) float: entries of S[l] at offset m of the blocks of colour (a, b)."""
