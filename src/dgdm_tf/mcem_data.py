@@ -10,6 +10,7 @@ from typing import Iterator
 import numpy as np
 
 from dgdm_tf import imagenet
+from dgdm_tf.data import select_subset
 from dgdm_tf.deep_smcem import array_batches
 
 
@@ -18,7 +19,12 @@ class McemData:
     ``n_total``, ``n_classes``, ``image_shape``, ``data_id`` (what a checkpoint is for)."""
 
     def __init__(self, path: str, *, seed: int, batch_size: int, stream_cfg: dict | None = None,
-                 n_train: int | None = None, n_test: int | None = None):
+                 n_train: int | None = None, n_test: int | None = None,
+                 subset_seeds: dict | None = None):
+        """``n_train`` / ``n_test`` of a prepared ``.npz`` are its seeded class-stratified
+        subsets (:func:`dgdm_tf.data.select_subset`, seeds ``subset_seeds['train' |
+        'test']``: the Gibbs methods' own subsets when given the same seeds); a stream
+        takes every training image and the first ``n_test`` validation images."""
         self.batch_size = int(batch_size)
         self.n_test_limit = n_test
         if str(path).endswith(".json"):
@@ -39,10 +45,11 @@ class McemData:
                 x, y = z["x_train"], z["y_train"]
                 xt, yt = z["x_test"], z["y_test"]
                 self.n_classes = int(len(z["class_names"])) if "class_names" in z else int(y.max()) + 1
-            if n_train is not None:
-                x, y = x[:n_train], y[:n_train]
+            seeds = subset_seeds or {}
+            x, y = select_subset(x, y, n_train, int(seeds.get("train", 0)))
+            xt, yt = select_subset(xt, yt, n_test or None, int(seeds.get("test", 0)))
             self._x, self._y = np.ascontiguousarray(x, np.float32), np.asarray(y, np.int64)
-            self._xt, self._yt = xt[:n_test] if n_test else xt, yt[:n_test] if n_test else yt
+            self._xt, self._yt = xt, yt
             self.n_total, self.n_test = len(self._x), len(self._xt)
             self.image_shape = tuple(self._x.shape[1:])
             self.batch_size = min(self.batch_size, self.n_total)

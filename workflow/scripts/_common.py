@@ -91,13 +91,18 @@ def subset_indices(n: int, size: int | None, seed: int, labels=None):
     return np.asarray(idx, dtype=np.int64)
 
 
+def subset_seeds(seed: int, ds: str) -> dict:
+    """The seeds of the methods' shared subsets of each split (:func:`split_subset`)."""
+    return {split: seed_for(seed, ds, "subset", split) for split in ("train", "test")}
+
+
 def split_subset(d, split: str, size, own, seed: int, ds: str):
     """(x, labels, indices) of the methods' shared seeded subset of `split` (`size`
     images, stratified), then its first `own` (None: all of it)."""
     import numpy as np
 
     x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
-    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
+    idx = subset_indices(len(x_all), size, subset_seeds(seed, ds)[split], labels=y_all)
     if own is not None:
         idx = idx[: int(own)]
     return (np.ascontiguousarray(x_all[idx], np.float32), np.asarray(y_all[idx], np.int64), idx)

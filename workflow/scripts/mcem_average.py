@@ -5,7 +5,7 @@ like mcem_train."""
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, start
+from _common import elapsed, plain, progress, seed_for, start, subset_seeds
 
 start(snakemake, tensorflow=True)
 
@@ -31,7 +31,7 @@ with np.load(snakemake.input.model) as z:
             "std": z["std"]}
 data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "averaging_batches"),
                 batch_size=int(cfg["batch_size"] or mcfg["batch_size"]),
-                stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train)
+                stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: model averaging, {cfg['keep']} samples one every {cfg['thin']} iterations, "
          f"batch {data.batch_size} of {data.n_total} images")
 svm_hyper = {k: mcfg["svm"][k] for k in ("gamma", "a_kappa", "b_kappa", "bias_var", "kappa", "scale")}

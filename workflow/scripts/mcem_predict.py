@@ -5,7 +5,8 @@ error, predictions with every class's score."""
 
 import json
 
-from _common import elapsed, plain, progress, provenance, seed_for, start, write_resolved_config
+from _common import (elapsed, plain, progress, provenance, seed_for, start, subset_seeds,
+                     write_resolved_config)
 
 start(snakemake, tensorflow=True)
 
@@ -41,7 +42,7 @@ if method == "model_averaging":
                   for k in range(int(z["n_samples"]))]
         avg_seconds = float(z["wall_seconds"])
 data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(snakemake.params.stream),
-                n_test=pcfg["n_test"])
+                n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
 
 scores, labels, infer_seconds, fn_cache = [], [], 0.0, {}

@@ -9,7 +9,7 @@ unless `mcem.keep_checkpoints`.
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, start
+from _common import elapsed, plain, progress, seed_for, start, subset_seeds
 
 start(snakemake, tensorflow=True)
 
@@ -32,7 +32,7 @@ ckpt.mkdir(parents=True, exist_ok=True)
 
 data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "mcem_batches"),
                 batch_size=int(cfg["batch_size"]), stream_cfg=plain(snakemake.params.stream),
-                n_train=snakemake.params.n_train)
+                n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: stochastic MCEM on {data.n_total} images of {data.image_shape}, "
          f"{data.n_classes} classes, batch {data.batch_size}, {cfg['iterations']} iterations, "
          f"layers {layers}")
