@@ -258,8 +258,7 @@ def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = T
             s_grids, data = model.member_grids(l, a, b)
             idx = np.flatnonzero(col.real(a, b).ravel())
             kc = _maps_per_pass(model, s_grids, data, 1, len(idx), gt.k)
-            zw = {j: mw.crop(zd[j], s_grids[j], idx) for j in s_grids}  # Z below: fixed here
-            mwin = None if mask is None else mw.crop(mask, data, idx)
+            zw, mwin = _tiled_crops(zd, mask, s_grids, data, idx, kc)  # Z below: fixed here
             n_img = tf.shape(state.resid)[0]
 
             def images(k0):  # (kc, N*M, window): the units of maps k0 .. k0 + kc - 1
@@ -458,7 +457,6 @@ def _maps_per_pass(model: DeepModel, s_grids: dict, data, cands: int, members: i
 def _placed_atoms(d, p: int) -> tf.Tensor:
     """(p*p, K, p + dh - 1, p + dw - 1, C): atom k of ``d`` placed at each offset of a
     p x p block -- a candidate's image in X[l] (the full convolution of a one-hot)."""
-    dh, dw = d.shape[0], d.shape[1]
     out = [tf.pad(d, [[m // p, p - 1 - m // p], [m % p, p - 1 - m % p], [0, 0], [0, 0]])
            for m in range(p * p)]
     return tf.transpose(tf.stack(out), [0, 4, 1, 2, 3])
@@ -466,13 +464,19 @@ def _placed_atoms(d, p: int) -> tf.Tensor:
 
 def _push_windows(x_win, zw: dict, model: DeepModel, d, l: int, mwin=None):
     """Windows of X[l] (B, h, w, K_{l-1}) pushed down to the data plane through the
-    cropped unpooling ``zw[j]`` (tiled to B) and D[j], j = l-1 .. 0."""
+    cropped unpooling ``zw[j]`` and D[j], j = l-1 .. 0 (``zw`` and ``mwin`` already
+    tiled to B: they are fixed while a layer is drawn, so callers tile them once)."""
     for j in range(l - 1, -1, -1):
-        z = zw[j]
-        reps = tf.shape(x_win)[0] // tf.shape(z)[0]
-        x_win = full_conv(unpool_blocks(x_win, tf.tile(z, [reps, 1, 1, 1]), model.geoms[j].p), d[j])
-    return _masked(x_win, None if mwin is None else tf.tile(
-        mwin, [tf.shape(x_win)[0] // tf.shape(mwin)[0], 1, 1, 1]))
+        x_win = full_conv(unpool_blocks(x_win, zw[j], model.geoms[j].p), d[j])
+    return _masked(x_win, mwin)
+
+
+def _tiled_crops(zd, mask, s_grids: dict, data, real, reps: int):
+    """The unpooling below a colour's members and the mask, cropped to their windows and
+    tiled ``reps`` times (one copy per candidate of a batched pass)."""
+    zw = {j: tf.tile(mw.crop(zd[j], s_grids[j], real), [reps, 1, 1, 1]) for j in s_grids}
+    mwin = None if mask is None else tf.tile(mw.crop(mask, data, real), [reps, 1, 1, 1])
+    return zw, mwin
 
 
 def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=None) -> DeepState:
@@ -503,12 +507,12 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
         valid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b]
         valid = tf.constant(valid.reshape(-1, p2)[real].T[None, :, None, :, None, None, None])
         # Z below layer l does not change while layer l is drawn: crop it once per colour
-        zw = {j: mw.crop(zd[j], s_grids[j], real) for j in s_grids}
-        mwin = None if mask is None else mw.crop(mask, data, real)
+        zw, mwin = _tiled_crops(zd, mask, s_grids, data, real, kc * p2)
 
         def images(k0, a=a, b=b, real=real, m_count=m_count, kc=kc, valid=valid, zw=zw,
                    mwin=mwin, data=data):
-            """(kc, p2, N*M, window) candidate images of maps k0 .. k0 + kc - 1."""
+            """(kc, p2, N*M, window) candidate images of maps k0 .. k0 + kc - 1 (the
+            last pass repeats map K - 1 where it runs past K; those are never read)."""
             ks = tf.minimum(k0 + tf.range(kc), g.k - 1)
             v = tf.gather(v_all, ks)  # kc, N, nbh, nbw
             v = col.take(tf.reshape(v, [-1, g.nbh, g.nbw]), a, b)

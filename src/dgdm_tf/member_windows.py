@@ -55,6 +55,14 @@ class Grid:
         return dataclasses.replace(self, size_h=self.size_h + extra_h, size_w=self.size_w + extra_w)
 
 
+def _slots(real: np.ndarray, n_slots: int) -> np.ndarray:
+    """For each slot of the member grid, its index among the real members; padded slots
+    point one past the last (a zero entry the callers append)."""
+    slots = np.full(n_slots, len(real), np.int32)
+    slots[np.asarray(real, np.int64)] = np.arange(len(real), dtype=np.int32)
+    return slots
+
+
 def crop(plane: tf.Tensor, grid: Grid, real: np.ndarray) -> tf.Tensor:
     """(N, H, W, C) -> (N * M, size_h, size_w, C): the windows of the M ``real`` members
     (flat indices into the n_h x n_w grid), image-major; outside the plane is 0."""
@@ -76,9 +84,8 @@ def place(windows: tf.Tensor, grid: Grid, real: np.ndarray, out_h: int, out_w: i
     m, c = len(real), windows.shape[-1]
     sh, sw = grid.step_h, grid.step_w
     y = tf.reshape(windows, [-1, m, grid.size_h, grid.size_w, c])
-    slots = np.full(grid.n_h * grid.n_w, m, np.int32)  # padded slots read the zero window
-    slots[np.asarray(real, np.int64)] = np.arange(m, dtype=np.int32)
-    y = tf.gather(tf.concat([y, tf.zeros_like(y[:, :1])], axis=1), slots, axis=1)
+    y = tf.gather(tf.concat([y, tf.zeros_like(y[:, :1])], axis=1),
+                  _slots(real, grid.n_h * grid.n_w), axis=1)  # padded slots: the zero window
     y = tf.reshape(y, [-1, grid.n_h, grid.n_w, grid.size_h, grid.size_w, c])
     y = tf.pad(y, [[0, 0], [0, 0], [0, 0], [0, sh - grid.size_h], [0, sw - grid.size_w], [0, 0]])
     y = tf.reshape(tf.transpose(y, [0, 1, 3, 2, 4, 5]), [-1, grid.n_h * sh, grid.n_w * sw, c])
@@ -99,7 +106,5 @@ def to_grid(values: tf.Tensor, real: np.ndarray, n_h: int, n_w: int) -> tf.Tenso
     m = len(real)
     rest = values.shape[1:]
     v = tf.reshape(values, [-1, m, *rest])
-    slots = np.full(n_h * n_w, m, np.int32)
-    slots[np.asarray(real, np.int64)] = np.arange(m, dtype=np.int32)
-    v = tf.gather(tf.concat([v, tf.zeros_like(v[:, :1])], axis=1), slots, axis=1)
+    v = tf.gather(tf.concat([v, tf.zeros_like(v[:, :1])], axis=1), _slots(real, n_h * n_w), axis=1)
     return tf.reshape(v, [-1, n_h, n_w, *rest])
