@@ -1176,15 +1176,21 @@ def _caltech101_zip_items(archive: Path):
 
 def _tfds_caltech101_items(data_dir: Path):
     """Every image of the prepared TFDS caltech101 (its train and test splits pooled:
-    the paper draws its own per-class training sets)."""
+    the paper draws its own per-class training sets) and the names of the classes that
+    have images."""
     import tensorflow_datasets as tfds
 
     ds = tfds.load("caltech101", split="train+test", data_dir=str(data_dir), download=False,
                    as_supervised=True, shuffle_files=False)
     names = list(tfds.builder("caltech101", data_dir=str(data_dir)).info.features["label"].names)
-    items = [(int(y), (lambda x=x: x), f"tfds caltech101 image {i}")
-             for i, (x, y) in enumerate(tfds.as_numpy(ds))]
-    return names, items
+    found = [(int(y), x) for x, y in tfds.as_numpy(ds)]
+    # the classes that have images, as the archive's folders give them (the full set has
+    # every one of TFDS's 102 labels; a partial folder must not ask for empty classes)
+    present = sorted({y for y, _ in found})
+    index = {y: i for i, y in enumerate(present)}
+    items = [(index[y], (lambda x=x: x), f"tfds caltech101 image {i}")
+             for i, (y, x) in enumerate(found)]
+    return [names[y] for y in present], items
 
 
 def _decode_one(data, *, channels: int, size: tuple[int, int] | None, what: str) -> np.ndarray:
