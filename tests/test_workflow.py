@@ -335,6 +335,29 @@ def test_rerun_single_ablation_only_reruns_its_steps(smoke_run):
     assert "rule pretrain_layer:" not in out and "rule features:" not in out
 
 
+@pytest.mark.slow
+def test_test_time_settings_rerun_prediction_not_training(smoke_run, tmp_path):
+    """A change of the supervised model's test-time settings (predict.iterations here)
+    reruns supervised_predict only; a change of its training settings reruns the training."""
+    repo, cfg = smoke_run
+    c = yaml.safe_load(Path(cfg).read_text())
+    sup = c["datasets"]["mnist_smoke"]["supervised"]
+    for key, retrain in (("iterations", False), ("burn_in", True)):
+        changed = json.loads(json.dumps(c))
+        block = changed["datasets"]["mnist_smoke"]["supervised"]
+        if key == "iterations":
+            block["predict"]["iterations"] = sup["predict"]["iterations"] + 1
+        else:
+            block["burn_in"] = sup["burn_in"] + 1
+        path = write_config(tmp_path / f"{key}.yaml", changed)
+        r = snakemake(repo, "-n", "results/mnist_smoke/supervised/metrics.json",
+                      "--configfile", str(path))
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out
+        assert re.search(r"^supervised_predict\s+1$", out, re.M), out
+        assert bool(re.search(r"^supervised\s+1$", out, re.M)) == retrain, out
+
+
 # ------------------------------------------------- kill and resume pretraining
 @pytest.mark.slow
 def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):

@@ -6,6 +6,12 @@
 # which is not an output, so `--rerun-incomplete` resumes from it.
 
 
+def training_cfg(sup):
+    """The supervised block without its test-time settings (all but predict.models)."""
+    return {**{k: v for k, v in sup.items() if k != "predict"},
+            "predict": {"models": sup["predict"]["models"]}}
+
+
 rule supervised:
     """Train {ds}'s supervised model: Gibbs over every layer and the SVM jointly."""
     input:
@@ -19,7 +25,9 @@ rule supervised:
         top_png="results/{ds}/figures/top_dictionary_supervised.png",
         compare_png="results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png",
     params:
-        cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
+        # training settings only: of `predict` just `models` (which samples are kept), so
+        # a change of the test-time settings reruns supervised_predict, not the training
+        cfg=lambda wc: training_cfg(ds_cfg(wc.ds)["supervised"]),
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         hyper=config["hyper"],
