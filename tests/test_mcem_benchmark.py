@@ -35,3 +35,22 @@ def test_step_times_of_both_paths():
     assert [s["step"] for s in steps] == ["top units", "blocks of layer 2", "blocks of layer 1"]
     assert all(s["fast_seconds"] > 0 and s["generic_seconds"] > 0 for s in steps)
     assert steps[1]["windowed_macs_per_image"] > 0 and steps[2]["windowed_macs_per_image"] == 0
+
+
+def test_measure_in_its_own_process_reports_every_figure():
+    """`run_isolated` (what the benchmark_mcem rule calls) on a tiny supervised model:
+    every figure present, positive and consistent (throughput = batch / seconds per
+    iteration); a spec it cannot run comes back as an error, not an exception."""
+    spec = {"name": "tiny", "image_shape": [12, 12, 1], "batch_size": 2, "iterations": 2,
+            "n_classes": 3, "infer_iterations": 1, "infer_burn_in": 1, "seed": 0,
+            "layers": [{"dict_size": 3, "n_dict": 2, "pool": 2},
+                       {"dict_size": 2, "n_dict": 2, "pool": 1}]}
+    r = B.run_isolated(spec, timeout=600)
+    assert "error" not in r, r
+    assert (r["name"], r["image_shape"], r["layers"], r["iterations"]) == ("tiny", "12x12x1", 2, 2)
+    assert r["top_features"] == 4 * 4 * 2  # 12 -> 10, pool 2 -> 5 -> 4, K = 2
+    assert r["seconds_per_iteration"] > 0 and r["first_iteration_s"] > 0
+    assert abs(r["train_images_per_s"] - 2 / r["seconds_per_iteration"]) < 1e-9
+    assert r["infer_images_per_s"] > 0 and r["peak_rss_mb"] > 100 and r["device"] == "CPU"
+    bad = B.run_isolated({**spec, "layers": [{"dict_size": 30, "n_dict": 2, "pool": 1}]})
+    assert bad["name"] == "tiny" and bad["error"], bad
