@@ -61,63 +61,94 @@ def _stats(st: G.DeepState, x, rec, model: DeepModel):
     return np.array(out, dtype=np.float64)
 
 
-def _geweke(model: DeepModel, n: int, m: int, seed: int, chunk: int | None = None):
+def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
+            chunk: int | None = None):
+    """Successive-conditional simulation from the joint (Geweke 2004), as many short
+    independent chains. Each chain starts at a joint draw (every variable from its prior,
+    X from the likelihood) and alternates a sweep (parameters | X) with a fresh X |
+    parameters, which leaves the joint invariant if, and only if (for these test
+    functions), the sweep does. So every state of every chain is a joint draw, and the
+    chain's mean of a test function over its ``steps`` sweeps minus its value at the start
+    has mean zero. Chains are independent (own data, own seed), so the z-score of those
+    paired differences has an exact standard error: no autocorrelation time to estimate
+    (one long chain's batch means underestimated it where the chain mixes over hundreds
+    of sweeps, and the test failed on seeds and machines at random). Pairing with the
+    start cancels what the short chain has not yet moved. Returns (z, acceptance)."""
     rng = np.random.default_rng(seed)
-    fwd = []
-    for _ in range(m):
-        st, x, rec = _forward(rng, model, n)
-        fwd.append(_stats(st, x, rec, model))
-    fwd = np.array(fwd)
     sweep = G.make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
-    st, x, _ = _forward(rng, model, n)
-    sc, acc = [], []
-    for _ in range(m):
-        st, stats = sweep(st, tf.constant(x))
-        acc.append(stats["accept"].numpy())
-        rec = G.reconstruct(st, model).numpy()
-        noise = rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
-        x = (rec + noise).astype(np.float32)
-        sc.append(_stats(st, x, rec, model))
-    sc = np.array(sc)
-    batches = sc.reshape(20, -1, sc.shape[1]).mean(1)  # batches of 150, several x the IAT
-    se_sc = batches.std(0, ddof=1) / np.sqrt(len(batches))
-    se_fwd = fwd.std(0, ddof=1) / np.sqrt(len(fwd))
-    return (sc.mean(0) - fwd.mean(0)) / np.sqrt(se_sc ** 2 + se_fwd ** 2), np.mean(acc, 0)
+    diff, acc = [], []
+    for c in range(chains):
+        st, x, rec = _forward(rng, model, n)
+        st = st._replace(seed=tf.constant([seed, c]))
+        start, sc = _stats(st, x, rec, model), []
+        for _ in range(steps):
+            st, stats = sweep(st, tf.constant(x))
+            acc.append(stats["accept"].numpy())
+            rec = G.reconstruct(st, model).numpy()
+            noise = rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
+            x = (rec + noise).astype(np.float32)
+            sc.append(_stats(st, x, rec, model))
+        diff.append(np.mean(sc, 0) - start)
+    return paired_z(diff), np.mean(acc, 0)
+
+
+def paired_z(diff):
+    """z-scores of independent chains' (mean over the chain - value at its start), one
+    row per chain: zero mean under an exact sampler, exact standard error."""
+    diff = np.asarray(diff)
+    return diff.mean(0) / (diff.std(0, ddof=1) / np.sqrt(len(diff)))
 
 
 @pytest.mark.slow
 def test_geweke_two_layers():
-    """Marginal-conditional vs successive-conditional simulation agree (|z| < 4) on test
-    functions of D[0], D[1], gamma_e, gamma_s, the top units and pi, the unpooling states
-    and theta, and data-parameter cross terms. Partial edge blocks, C = 2 channels."""
+    """Successive-conditional simulation keeps the joint (|z| < 4: 100 chains of 20
+    sweeps) on test functions of D[0], D[1], gamma_e, gamma_s, the top units and pi, the
+    unpooling states and theta, and data-parameter cross terms. Partial edge blocks,
+    C = 2 channels."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=2, m=2000, seed=11)
+    z, acc = _geweke(model, n=2, chains=100, steps=20, seed=11)
     assert acc[1] > 0.3, acc  # the HMC kernel moves
     assert np.all(np.abs(z) < 4.0), z
 
 
-def test_geweke_two_layers_chunked():
-    """The chunked sweep (per-image steps a chunk at a time, globals on all images) keeps
-    the joint: 3 images in chunks of 2 and 1, the same test functions, |z| < 4 (m = 1200:
-    the unchunked sweep's own test above runs 2000; this one checks what chunking adds)."""
+def test_geweke_finds_a_wrong_conditional(monkeypatch):
+    """The test above has power: with gamma_s's conditional rate missing its 1/2 (a
+    plausible slip) the same harness, at a quarter of its size, puts log gamma_s far
+    outside |z| < 4 (measured: z = -13.7 at the full size)."""
+    def wrong(state, x, model, seed):
+        h = model.hyper
+        shape = h.a_w + 0.5 * tf.reduce_sum(state.on)
+        rate = h.b_w + tf.reduce_sum(tf.square(state.s_top))
+        return state._replace(gamma_s=tf.random.stateless_gamma([], seed, alpha=shape) / rate)
+
+    monkeypatch.setattr(G, "resample_gamma_s", wrong)
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=3, m=1200, seed=13, chunk=2)
+    z, _ = _geweke(model, n=2, chains=50, steps=10, seed=11)
+    assert z[3] < -4.0, z  # log gamma_s: the wrong rate is twice too large
+
+
+def test_geweke_two_layers_chunked():
+    """The chunked sweep (per-image steps a chunk at a time, globals on all images) keeps
+    the joint: 3 images in chunks of 2 and 1, the same test functions, |z| < 4 (60 chains
+    of 20 sweeps: the unchunked sweep has its own test above; this one checks what
+    chunking adds)."""
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
+    z, acc = _geweke(model, n=3, chains=60, steps=20, seed=13, chunk=2)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
 
 
 @pytest.mark.slow
 def test_geweke_three_layers():
-    """As above for three layers: the windowed paths of the middle layer's blocks and of
-    the top units, and HMC of D[1] and D[2]. (m = 2000: at 1500 the chain, which the
-    windowed paths move only through float round-off, had one |z| of 4.1 among 17;
-    six more seeds at m = 1500 to 8000 put that statistic within |z| < 3.)"""
+    """As above for three layers (100 chains of 20 sweeps): the windowed paths of the
+    middle layer's blocks and of the top units, and HMC of D[1] and D[2]."""
     model = DeepModel((9, 9, 1), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 1, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=2, m=2000, seed=12)
+    z, acc = _geweke(model, n=2, chains=100, steps=20, seed=12)
     assert np.all(acc[1:] > 0.3), acc
     assert np.all(np.abs(z) < 4.0), z
 

@@ -16,7 +16,7 @@ from dgdm_tf import deep_gibbs as G
 from dgdm_tf import svm as S
 from dgdm_tf.deep_model import DeepModel, generate
 from dgdm_tf.svm import BayesianSVM
-from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats
+from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats, paired_z
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
 GEWEKE_SVM = deep_svm.SvmHyper(gamma=0.1, a_kappa=3.0, b_kappa=3.0, bias_var=1.0, kappa=1.0)
@@ -56,33 +56,33 @@ def _svm_stats(st, svm, x, rec, model, y):
 
 @pytest.mark.slow
 def test_geweke_supervised_sweep():
-    """Marginal-conditional (rejection) vs successive-conditional simulation of the
-    supervised model agree (|z| < 4) on the deep model's test functions and on beta,
-    kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
+    """Successive-conditional simulation of the supervised model from exact joint draws
+    (rejection) keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with
+    their starts as in test_deep_gibbs._geweke) on the deep model's test functions and on
+    beta, kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
     A non-trivial fixed standardisation exercises the coefficient mapping."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
                       supervised=True)
     rng = np.random.default_rng(5)
-    m = 1500
     y = np.array([[1.0, -1.0], [-1.0, 1.0]])
     f = model.top.hs * model.top.ws * model.top.k
     mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
-    fwd = np.array([_svm_stats(*_forward_supervised(rng, model, y, mean, std), model, y)
-                    for _ in range(m)])
     sweep = G.make_sweep_fn(model, n_leapfrog=5, svm_hyper=GEWEKE_SVM)
-    st, svm, x, _ = _forward_supervised(rng, model, y, mean, std)
     yt = tf.constant(y)
-    sc = []
-    for _ in range(m):
-        st, svm, _ = sweep(st, svm, tf.constant(x), yt)
-        rec = G.reconstruct(st, model).numpy()
-        x = (rec + rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
-             ).astype(np.float32)
-        sc.append(_svm_stats(st, svm, x, rec, model, y))
-    sc = np.array(sc)
-    batches = sc.reshape(20, -1, sc.shape[1]).mean(1)
-    z = (sc.mean(0) - fwd.mean(0)) / np.sqrt(batches.var(0, ddof=1) / 20 + fwd.var(0, ddof=1) / m)
+    diff = []
+    for c in range(75):
+        st, svm, x, rec = _forward_supervised(rng, model, y, mean, std)
+        st = st._replace(seed=tf.constant([5, c]))
+        start, sc = _svm_stats(st, svm, x, rec, model, y), []
+        for _ in range(20):
+            st, svm, _ = sweep(st, svm, tf.constant(x), yt)
+            rec = G.reconstruct(st, model).numpy()
+            x = (rec + rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
+                 ).astype(np.float32)
+            sc.append(_svm_stats(st, svm, x, rec, model, y))
+        diff.append(np.mean(sc, 0) - start)
+    z = paired_z(diff)
     assert np.all(np.abs(z) < 4.0), z
 
 
