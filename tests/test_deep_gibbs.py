@@ -241,32 +241,47 @@ def test_residual_stays_exact_through_a_sweep():
 
 
 def test_one_chunk_of_all_images_is_the_sweep():
-    """Chunked wiring (slicing, joining, global steps, seeds): one chunk holding every
-    image draws exactly what the unchunked sweep draws; two chunks draw something else
-    and keep the residual exact."""
+    """Chunked wiring (slicing, joining, global steps, seeds, the adaptation flag as an
+    argument): one chunk holding every image draws exactly what the unchunked sweep
+    draws; two chunks draw something else and keep the residual exact."""
     model, x, st = _tiny(3, n=4)
-    a, sa = G.make_sweep_fn(model)(st, tf.constant(x))
-    b, sb = G.make_sweep_fn(model, chunk=4)(st, tf.constant(x))
+    a, sa = G.make_sweep_fn(model, adapt=True)(st, tf.constant(x))
+    b, sb = G.make_sweep_fn(model, chunk=4, adapt="argument")(st, tf.constant(x), tf.constant(True))
     for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sa["expected_top"].numpy(), sb["expected_top"].numpy(), atol=1e-5)
-    c, sc = G.make_sweep_fn(model, chunk=3)(st, tf.constant(x))
+    assert b.hmc_log_step.numpy()[1] != st.hmc_log_step.numpy()[1]  # the flag reached HMC
+    c, sc = G.make_sweep_fn(model, chunk=3, adapt="argument")(st, tf.constant(x), tf.constant(False))
     assert sc["expected_top"].shape == sa["expected_top"].shape
     assert not np.array_equal(c.z[0].numpy(), a.z[0].numpy())
+    assert np.array_equal(c.hmc_log_step.numpy(), st.hmc_log_step.numpy())
     np.testing.assert_allclose(c.resid.numpy(), G.residual(c, x, model).numpy(), atol=1e-4)
 
 
 def test_same_seed_gives_identical_sweeps():
+    """The same seed twice: identical states. adapt="argument" (one trace for burn-in
+    and collection, as deep_chain uses it) draws exactly what adapt=True draws; with the
+    flag False the same, but the HMC steps (used from the next sweep on) stay put."""
     model, x, st = _tiny(2)
-    fn = G.make_sweep_fn(model, adapt=True)
+    fn = G.make_sweep_fn(model, adapt="argument")
+    on, off = tf.constant(True), tf.constant(False)
     a, b = st, st
     for _ in range(2):
-        a, _ = fn(a, tf.constant(x))
-        b, _ = fn(b, tf.constant(x))
+        a, _ = fn(a, tf.constant(x), on)
+        b, _ = fn(b, tf.constant(x), on)
     for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
         assert np.array_equal(np.asarray(u), np.asarray(v))
-    c, _ = fn(st._replace(seed=tf.constant([1, 3])), tf.constant(x))
+    c, _ = fn(st._replace(seed=tf.constant([1, 3])), tf.constant(x), on)
     assert not np.array_equal(c.s_top.numpy(), a.s_top.numpy())
+    fixed, _ = G.make_sweep_fn(model, adapt=True)(st, tf.constant(x))
+    frozen, _ = fn(st, tf.constant(x), off)
+    assert fn.experimental_get_tracing_count() == 1
+    first, _ = fn(st, tf.constant(x), on)
+    for u, v, w in zip(tf.nest.flatten(fixed), tf.nest.flatten(first),
+                       tf.nest.flatten(frozen._replace(hmc_log_step=first.hmc_log_step))):
+        assert np.array_equal(np.asarray(u), np.asarray(v)) and np.array_equal(np.asarray(u), np.asarray(w))
+    assert np.array_equal(frozen.hmc_log_step.numpy(), st.hmc_log_step.numpy())
+    assert not np.array_equal(first.hmc_log_step.numpy(), st.hmc_log_step.numpy())
 
 
 def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():

@@ -197,11 +197,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     if state is None:
         state = G.init_state(x, model, dictionaries, tf.constant([seed, 0xDEE9], tf.int32),
                              gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init)
-    burn_fn = G.make_sweep_fn(model, adapt=True, n_leapfrog=n_leapfrog, chunk=chunk)
-    coll_fn = G.make_sweep_fn(model, adapt=False, n_leapfrog=n_leapfrog, chunk=chunk)
+    # one compiled sweep for burn-in and collection (the adaptation flag is an argument)
+    sweep_fn = G.make_sweep_fn(model, adapt="argument", n_leapfrog=n_leapfrog, chunk=chunk)
     if supervised:
-        sup_fns = {ph: G.make_sweep_fn(model, adapt=ph == "burn-in", n_leapfrog=n_leapfrog,
-                                       svm_hyper=shyper, chunk=chunk) for ph in ("burn-in", "collect")}
+        sup_fn = G.make_sweep_fn(model, adapt="argument", n_leapfrog=n_leapfrog,
+                                 svm_hyper=shyper, chunk=chunk)
         svm_scan = tf.function(lambda sv, s_top, yy, sd: deep_svm.resample_svm(sv, s_top, yy, shyper, sd, steps=1))
 
     def save(sweep_idx):
@@ -223,7 +223,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         t0 = time.time()
         phase = "burn-in" if t < burn_in else "collect"
         if svm is None:
-            state, stats = (burn_fn if phase == "burn-in" else coll_fn)(state, xt)
+            state, stats = sweep_fn(state, xt, tf.constant(phase == "burn-in"))
             if supervised:  # the SVM starts after the first sweep, standardised by it
                 mean, std = deep_svm.standardisation(stats["expected_top"], scale=shyper.scale)
                 svm = deep_svm.init_svm(n_classes, mean, std, len(x), shyper)
@@ -231,7 +231,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                     svm = deep_svm.resample_svm(svm, state.s_top, y, shyper,
                                                 tf.constant([seed, 0x5A3], tf.int64), steps=svm_warmup)
         else:
-            state, svm, stats = sup_fns[phase](state, svm, xt, y)
+            state, svm, stats = sup_fn(state, svm, xt, y, tf.constant(phase == "burn-in"))
             check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
         sec = time.time() - t0
         for l, d in enumerate(state.d):

@@ -693,8 +693,11 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     d = list(state.d)
     d[l] = dl
     step = state.hmc_log_step
-    if adapt:  # Robbins-Monro towards the target acceptance; burn-in only
-        step = tf.tensor_scatter_nd_add(step, [[l]], [0.5 * (tf.exp(log_acc) - target_accept)])
+    if adapt is not False:  # Robbins-Monro towards the target acceptance; burn-in only
+        gain = 0.5 * (tf.exp(log_acc) - target_accept)
+        if adapt is not True:  # a boolean tensor: one compiled sweep for both phases
+            gain = tf.where(adapt, gain, 0.0)
+        step = tf.tensor_scatter_nd_add(step, [[l]], [gain])
     state = state._replace(d=tuple(d), hmc_log_step=step)
     return state._replace(resid=residual(state, x, model, mask)), tf.exp(log_acc)
 
@@ -829,7 +832,7 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     return state, stats
 
 
-def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt: bool,
+def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt,
                       n_leapfrog: int, fast_bottom: bool, svm_hyper=None):
     """:func:`sweep` with the per-image steps run ``chunk`` images at a time, one compiled
     call per chunk, so the top units' data-plane images (units x images x footprint, 120 GB
@@ -840,14 +843,18 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
         lambda st, x, s1, s2, terms: local_steps(
             st._replace(resid=residual(st, x, model)), x, model, s1, s2,
             fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
-    glob = tf.function(lambda st, x, seeds: global_steps(
-        st, x, model, seeds, update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog),
+    glob = tf.function(lambda st, x, seeds, ad: global_steps(
+        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog),
         reduce_retracing=True)
     svm_fn = None
     if svm_hyper is not None:
         svm_fn = tf.function(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
 
     def f(state, *args):
+        if adapt == "argument":
+            args, ad = args[:-1], tf.convert_to_tensor(args[-1])
+        else:  # a Python bool inside the compiled function: no tf.where when not adapting
+            ad = adapt
         svm, x, y = args if svm_hyper is not None else (None, args[0], None)
         n = int(x.shape[0])
         seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
@@ -864,7 +871,7 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
             parts.append(st_c)
             expected.append(ex)
-        state, accept = glob(concat_images(state, parts), x, tf.stack(seeds))
+        state, accept = glob(concat_images(state, parts), x, tf.stack(seeds), ad)
         stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
         if svm is None:
             return state, stats
@@ -914,17 +921,29 @@ def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals:
     """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
     supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``. With ``chunk`` the
     per-image steps run that many images at a time (memory; no mask): the same
-    conditionals, drawn from other seeds than the unchunked sweep."""
-    kw = dict(update_globals=update_globals, adapt=adapt, n_leapfrog=n_leapfrog,
-              fast_bottom=fast_bottom)
+    conditionals, drawn from other seeds than the unchunked sweep. ``adapt``: True
+    (burn-in: the HMC steps adapt), False, or ``"argument"``: f takes the flag as a
+    boolean tensor after its other arguments, so burn-in and collection share one trace
+    (tracing a sweep takes longer than running a few; the draws are those of True /
+    False)."""
+    if adapt == "argument":
+        def bind(fn):  # the compiled function of a sweep with the flag as last argument
+            return lambda *args: fn(*args[:-1], adapt=args[-1])
+    elif isinstance(adapt, bool):
+        def bind(fn):
+            return lambda *args: fn(*args, adapt=adapt)
+    else:
+        raise ValueError(f"adapt must be True, False or 'argument', not {adapt!r}")
+    kw = dict(update_globals=update_globals, n_leapfrog=n_leapfrog, fast_bottom=fast_bottom)
     if chunk is not None:
         if mask_given:
             raise ValueError("chunked sweeps take no mask (refinement and training have none)")
-        return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, **kw)
+        return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, adapt=adapt, **kw)
     if svm_hyper is not None:
-        return tf.function(lambda st, svm, x, y: supervised_sweep(st, svm, x, y, model, svm_hyper, **kw),
-                           reduce_retracing=True)
+        return tf.function(bind(lambda st, svm, x, y, adapt: supervised_sweep(
+            st, svm, x, y, model, svm_hyper, adapt=adapt, **kw)), reduce_retracing=True)
     if mask_given:
-        return tf.function(lambda st, x, mask: sweep(st, x, model, mask=mask, **kw),
+        return tf.function(bind(lambda st, x, mask, adapt: sweep(st, x, model, mask=mask, adapt=adapt, **kw)),
                            reduce_retracing=True)
-    return tf.function(lambda st, x: sweep(st, x, model, **kw), reduce_retracing=True)
+    return tf.function(bind(lambda st, x, adapt: sweep(st, x, model, adapt=adapt, **kw)),
+                       reduce_retracing=True)
