@@ -66,14 +66,14 @@ def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
     """Successive-conditional simulation from the joint (Geweke 2004), as many short
     independent chains. Each chain starts at a joint draw (every variable from its prior,
     X from the likelihood) and alternates a sweep (parameters | X) with a fresh X |
-    parameters, which leaves the joint invariant if, and only if (for these test
-    functions), the sweep does. So every state of every chain is a joint draw, and the
-    chain's mean of a test function over its ``steps`` sweeps minus its value at the start
-    has mean zero. Chains are independent (own data, own seed), so the z-score of those
-    paired differences has an exact standard error: no autocorrelation time to estimate
-    (one long chain's batch means underestimated it where the chain mixes over hundreds
-    of sweeps, and the test failed on seeds and machines at random). Pairing with the
-    start cancels what the short chain has not yet moved. Returns (z, acceptance)."""
+    parameters, which leaves the joint invariant if the sweep does. Then every state of
+    every chain is a joint draw, and the chain's mean of a test function over its
+    ``steps`` sweeps minus its value at the start has mean zero. Chains are independent
+    (own data, own seed), so the standard error of those paired differences comes from
+    independent samples: no autocorrelation time to estimate (one long chain's batch
+    means underestimated it where the chain mixes over hundreds of sweeps, and the test
+    failed on seeds and machines at random). Pairing with the start cancels what the
+    short chain has not yet moved. Returns (z, acceptance)."""
     rng = np.random.default_rng(seed)
     sweep = G.make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
     diff, acc = [], []
@@ -94,7 +94,7 @@ def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
 
 def paired_z(diff):
     """z-scores of independent chains' (mean over the chain - value at its start), one
-    row per chain: zero mean under an exact sampler, exact standard error."""
+    row per chain: zero mean under an exact sampler."""
     diff = np.asarray(diff)
     return diff.mean(0) / (diff.std(0, ddof=1) / np.sqrt(len(diff)))
 
