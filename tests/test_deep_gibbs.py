@@ -61,42 +61,55 @@ def _stats(st: G.DeepState, x, rec, model: DeepModel):
     return np.array(out, dtype=np.float64)
 
 
-def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
-            chunk: int | None = None):
+def redraw_x(rng, st: G.DeepState, model: DeepModel):
+    """X | parameters: the reconstruction and fresh noise at each image's gamma_e."""
+    rec = G.reconstruct(st, model).numpy()
+    noise = rng.normal(size=rec.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
+    return (rec + noise).astype(np.float32), rec
+
+
+def geweke_chains(start, advance, chains: int, steps: int):
     """Successive-conditional simulation from the joint (Geweke 2004), as many short
-    independent chains. Each chain starts at a joint draw (every variable from its prior,
-    X from the likelihood) and alternates a sweep (parameters | X) with a fresh X |
-    parameters, which leaves the joint invariant if the sweep does. Then every state of
+    independent chains. ``start(c)`` -> (carry, test functions): chain c's exact joint
+    draw (every variable from its prior, X from the likelihood); ``advance(carry)`` ->
+    (carry, test functions, HMC acceptance): a sweep (parameters | X), then a fresh X |
+    parameters. That leaves the joint invariant if the sweep does. Then every state of
     every chain is a joint draw, and the chain's mean of a test function over its
     ``steps`` sweeps minus its value at the start has mean zero. Chains are independent
     (own data, own seed), so the standard error of those paired differences comes from
     independent samples: no autocorrelation time to estimate (one long chain's batch
     means underestimated it where the chain mixes over hundreds of sweeps, and the test
     failed on seeds and machines at random). Pairing with the start cancels what the
-    short chain has not yet moved. Returns (z, acceptance)."""
-    rng = np.random.default_rng(seed)
-    sweep = G.make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
+    short chain has not yet moved. Returns (z per test function, mean acceptance)."""
     diff, acc = [], []
     for c in range(chains):
-        st, x, rec = _forward(rng, model, n)
-        st = st._replace(seed=tf.constant([seed, c]))
-        start, sc = _stats(st, x, rec, model), []
+        carry, first = start(c)
+        sc = []
         for _ in range(steps):
-            st, stats = sweep(st, tf.constant(x))
-            acc.append(stats["accept"].numpy())
-            rec = G.reconstruct(st, model).numpy()
-            noise = rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
-            x = (rec + noise).astype(np.float32)
-            sc.append(_stats(st, x, rec, model))
-        diff.append(np.mean(sc, 0) - start)
-    return paired_z(diff), np.mean(acc, 0)
-
-
-def paired_z(diff):
-    """z-scores of independent chains' (mean over the chain - value at its start), one
-    row per chain: zero mean under an exact sampler."""
+            carry, stats, accept = advance(carry)
+            sc.append(stats)
+            acc.append(accept)
+        diff.append(np.mean(sc, 0) - first)
     diff = np.asarray(diff)
-    return diff.mean(0) / (diff.std(0, ddof=1) / np.sqrt(len(diff)))
+    return diff.mean(0) / (diff.std(0, ddof=1) / np.sqrt(chains)), np.mean(acc, 0)
+
+
+def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
+            chunk: int | None = None):
+    """:func:`geweke_chains` of the unsupervised sweep on ``n`` images."""
+    rng = np.random.default_rng(seed)
+    sweep = G.make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
+
+    def start(c):
+        st, x, rec = _forward(rng, model, n)
+        return (st._replace(seed=tf.constant([seed, c])), x), _stats(st, x, rec, model)
+
+    def advance(carry):
+        st, stats = sweep(carry[0], tf.constant(carry[1]))
+        x, rec = redraw_x(rng, st, model)
+        return (st, x), _stats(st, x, rec, model), stats["accept"].numpy()
+
+    return geweke_chains(start, advance, chains, steps)
 
 
 @pytest.mark.slow

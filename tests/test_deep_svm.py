@@ -16,7 +16,7 @@ from dgdm_tf import deep_gibbs as G
 from dgdm_tf import svm as S
 from dgdm_tf.deep_model import DeepModel, generate
 from dgdm_tf.svm import BayesianSVM
-from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats, paired_z
+from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats, geweke_chains, redraw_x
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
 GEWEKE_SVM = deep_svm.SvmHyper(gamma=0.1, a_kappa=3.0, b_kappa=3.0, bias_var=1.0, kappa=1.0)
@@ -58,7 +58,7 @@ def _svm_stats(st, svm, x, rec, model, y):
 def test_geweke_supervised_sweep():
     """Successive-conditional simulation of the supervised model from exact joint draws
     (rejection) keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with
-    their starts as in test_deep_gibbs._geweke) on the deep model's test functions and on
+    their starts: test_deep_gibbs.geweke_chains) on the deep model's test functions and on
     beta, kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
     A non-trivial fixed standardisation exercises the coefficient mapping."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
@@ -70,19 +70,17 @@ def test_geweke_supervised_sweep():
     mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
     sweep = G.make_sweep_fn(model, n_leapfrog=5, svm_hyper=GEWEKE_SVM)
     yt = tf.constant(y)
-    diff = []
-    for c in range(75):
+
+    def start(c):
         st, svm, x, rec = _forward_supervised(rng, model, y, mean, std)
-        st = st._replace(seed=tf.constant([5, c]))
-        start, sc = _svm_stats(st, svm, x, rec, model, y), []
-        for _ in range(20):
-            st, svm, _ = sweep(st, svm, tf.constant(x), yt)
-            rec = G.reconstruct(st, model).numpy()
-            x = (rec + rng.normal(size=x.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
-                 ).astype(np.float32)
-            sc.append(_svm_stats(st, svm, x, rec, model, y))
-        diff.append(np.mean(sc, 0) - start)
-    z = paired_z(diff)
+        return (st._replace(seed=tf.constant([5, c])), svm, x), _svm_stats(st, svm, x, rec, model, y)
+
+    def advance(carry):
+        st, svm, stats = sweep(carry[0], carry[1], tf.constant(carry[2]), yt)
+        x, rec = redraw_x(rng, st, model)
+        return (st, svm, x), _svm_stats(st, svm, x, rec, model, y), stats["accept"].numpy()
+
+    z, _ = geweke_chains(start, advance, chains=75, steps=20)
     assert np.all(np.abs(z) < 4.0), z
 
 
