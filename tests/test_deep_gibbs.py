@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
+from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel, generate
 
 GEWEKE_HYPER = {"a_e": 3.0, "b_e": 6.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
@@ -320,7 +321,7 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     prec = a.T @ (ge[:, None] * a) + np.eye(j)
     mu = np.linalg.solve(prec, a.T @ (ge * x.reshape(-1)))
     sd = np.sqrt(np.diag(np.linalg.inv(prec)))
-    f = tf.function(lambda s, sd_: G.resample_d(s, tf.constant(x), model, 1, sd_, n_leapfrog=5))
+    f = compiled(lambda s, sd_: G.resample_d(s, tf.constant(x), model, 1, sd_, n_leapfrog=5))
     draws = []
     for i in range(4000):
         st, _ = f(st, tf.constant([i, 99]))

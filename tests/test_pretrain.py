@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf import pretrain as P
+from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import LayerGeometry, dirichlet_prior
 from dgdm_tf.ops import full_conv
 
@@ -125,7 +126,7 @@ def test_d_conditional_matches_exact_gaussian():
         d=tf.constant(d0), log_theta=tf.zeros([n, 2, 2]), gamma_w=tf.constant(1.0),
         gamma_e=tf.constant(ge), resid=P.pad_input(tf.constant(x - full_conv(s_nhwc, d0).numpy()), geom),
         seed=tf.constant([0, 0]))
-    fn = tf.function(lambda sd: P.resample_d(state, tf.constant(x), model, sd).d)
+    fn = compiled(lambda sd: P.resample_d(state, tf.constant(x), model, sd).d)
     draws = np.stack([fn(tf.constant([3, i])).numpy() for i in range(3000)])  # M, dh, dw, C, K
 
     mats, rows = _design(s_nhwc, geom)

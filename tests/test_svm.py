@@ -21,6 +21,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 import tensorflow as tf  # noqa: E402
 
 from dgdm_tf import svm  # noqa: E402
+from dgdm_tf.compiled import compiled  # noqa: E402
 from dgdm_tf.svm import BayesianSVM  # noqa: E402
 
 N_SEEDS = 10_000
@@ -48,7 +49,7 @@ def _dkw(n, alpha=1e-6):
 def _draws_over_split_seeds(fn, n_seeds=N_SEEDS, base=(2016, 5)):
     """Stack ``fn(seed)`` over ``n_seeds`` seeds split from one base seed -> (n_seeds, ...)."""
     seeds = tf.random.experimental.stateless_split(tf.constant(base, tf.int64), n_seeds)
-    out = tf.function(lambda sd: tf.map_fn(fn, sd, fn_output_signature=tf.float64))(seeds)
+    out = compiled(lambda sd: tf.map_fn(fn, sd, fn_output_signature=tf.float64))(seeds)
     return out.numpy()
 
 

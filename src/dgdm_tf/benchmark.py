@@ -25,6 +25,7 @@ import pandas as pd
 import tensorflow as tf
 
 from dgdm_tf.cnn import build_cnn, conv_shapes
+from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import layer_geometries
 from dgdm_tf.ops import full_conv, full_conv_adjoint
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
@@ -97,7 +98,7 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
         sweep_s = _median_seconds(one_sweep, sweeps)
         s = tf.constant(rng.normal(size=(batch_size, g.hs, g.ws, g.k)).astype(np.float32))
         d = tf.constant(rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32))
-        floor_fn = tf.function(lambda s, d: full_conv_adjoint(full_conv(s, d), d))
+        floor_fn = compiled(lambda s, d: full_conv_adjoint(full_conv(s, d), d))
         floor_fn(s, d)
         floor_s = _median_seconds(lambda: floor_fn(s, d), max(sweeps, 3))
         rows.append({
@@ -565,7 +566,7 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     s = tf.constant(rng.normal(size=st.s_top.shape).astype(np.float32))
     zd = G._dense_z(st, model)
 
-    @tf.function
+    @compiled
     def floor_fn(s):
         with tf.GradientTape() as tape:
             tape.watch(s)
@@ -578,7 +579,7 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     steps = {
         "refinement sweep": G.make_sweep_fn(model, n_leapfrog=n_leapfrog),
         "test-time sweep (D fixed)": G.make_sweep_fn(model, update_globals=False),
-        "top units": tf.function(lambda st, x: G.resample_top(st, x, model, st.seed)),
+        "top units": compiled(lambda st, x: G.resample_top(st, x, model, st.seed)),
     }
     # the supervised model (Sec. 2.3): its sweep (SVM terms in S[L], then the SVM's own
     # draws) on random labels, and one test-time MCEM iteration (Algorithm 2)
@@ -596,11 +597,11 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     steps["test-time MCEM iteration (supervised)"] = (
         lambda st, x: mcem_fn(st, st.s_top, tf.zeros_like(st.s_top), x))
     for l in range(model.n_layers - 1):
-        steps[f"blocks of layer {l + 1}"] = tf.function(
+        steps[f"blocks of layer {l + 1}"] = compiled(
             lambda st, x, l=l: G.resample_z(st, x, model, l, st.seed))
-    steps["D[1] (exact Gaussian)"] = tf.function(lambda st, x: G.resample_d(st, x, model, 0, st.seed)[0])
+    steps["D[1] (exact Gaussian)"] = compiled(lambda st, x: G.resample_d(st, x, model, 0, st.seed)[0])
     for l in range(1, model.n_layers):
-        steps[f"D[{l + 1}] (HMC, {n_leapfrog} leapfrog)"] = tf.function(
+        steps[f"D[{l + 1}] (HMC, {n_leapfrog} leapfrog)"] = compiled(
             lambda st, x, l=l: G.resample_d(st, x, model, l, st.seed, n_leapfrog=n_leapfrog)[0])
     rows = []
     dicts = ", ".join(f"{g.dh}x{g.dw}x{g.k}/p{g.p}" for g in model.geoms)

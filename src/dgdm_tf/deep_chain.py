@@ -23,6 +23,7 @@ import tensorflow as tf
 from dgdm_tf import atomic_io, deep_svm
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf.chain import check_finite, fingerprint
+from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel, generate
 
 
@@ -202,7 +203,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     if supervised:
         sup_fn = G.make_sweep_fn(model, adapt="argument", n_leapfrog=n_leapfrog,
                                  svm_hyper=shyper, chunk=chunk)
-        svm_scan = tf.function(lambda sv, s_top, yy, sd: deep_svm.resample_svm(sv, s_top, yy, shyper, sd, steps=1))
+        svm_scan = compiled(lambda sv, s_top, yy, sd: deep_svm.resample_svm(sv, s_top, yy, shyper, sd, steps=1))
 
     def save(sweep_idx):
         if ck is None:

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from dgdm_tf import deep_svm, pretrain
 from dgdm_tf import member_windows as mw
+from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import (
     DeepModel,
     dense_indicators,
@@ -839,16 +840,16 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
     for all 60000 MNIST images) are held for one chunk only. Chunk c > 0 is seeded by
     fold-in of c into the sweep's streams (chunk 0 by the streams themselves, so one chunk
     of all images is :func:`sweep`); the globals see all images at once."""
-    local = tf.function(
+    local = compiled(
         lambda st, x, s1, s2, terms: local_steps(
             st._replace(resid=residual(st, x, model)), x, model, s1, s2,
             fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
-    glob = tf.function(lambda st, x, seeds, ad: global_steps(
+    glob = compiled(lambda st, x, seeds, ad: global_steps(
         st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog),
         reduce_retracing=True)
     svm_fn = None
     if svm_hyper is not None:
-        svm_fn = tf.function(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
+        svm_fn = compiled(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
 
     def f(state, *args):
         if adapt == "argument":
@@ -940,10 +941,10 @@ def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals:
             raise ValueError("chunked sweeps take no mask (refinement and training have none)")
         return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, adapt=adapt, **kw)
     if svm_hyper is not None:
-        return tf.function(bind(lambda st, svm, x, y, adapt: supervised_sweep(
+        return compiled(bind(lambda st, svm, x, y, adapt: supervised_sweep(
             st, svm, x, y, model, svm_hyper, adapt=adapt, **kw)), reduce_retracing=True)
     if mask_given:
-        return tf.function(bind(lambda st, x, mask, adapt: sweep(st, x, model, mask=mask, adapt=adapt, **kw)),
+        return compiled(bind(lambda st, x, mask, adapt: sweep(st, x, model, mask=mask, adapt=adapt, **kw)),
                            reduce_retracing=True)
-    return tf.function(bind(lambda st, x, adapt: sweep(st, x, model, adapt=adapt, **kw)),
+    return compiled(bind(lambda st, x, adapt: sweep(st, x, model, adapt=adapt, **kw)),
                        reduce_retracing=True)

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf.chain import check_finite
+from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel
 
 
@@ -141,8 +142,8 @@ def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
         return state, w, v, gs, q_value(state, w, gs, x, model, mask)
 
     if mask_given:
-        return tf.function(lambda st, w, v, x, mask: it(st, w, v, x, mask), reduce_retracing=True)
-    return tf.function(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
+        return compiled(lambda st, w, v, x, mask: it(st, w, v, x, mask), reduce_retracing=True)
+    return compiled(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
 
 
 def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,

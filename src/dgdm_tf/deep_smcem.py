@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from dgdm_tf import atomic_io, deep_svm, smcem_svm
 from dgdm_tf import deep_gibbs as G
+from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
 from dgdm_tf.ops import full_conv_adjoint
 
@@ -197,7 +198,7 @@ def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
         lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, G._fold(seeds[4], 0x5F3))
         return st, lam
 
-    return tf.function(f, reduce_retracing=True)
+    return compiled(f, reduce_retracing=True)
 
 
 _STRATEGIES: dict = {}
@@ -251,7 +252,7 @@ def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, bat
                           tf.cast(tf.size(last.on), tf.float32)])
         return (tuple(grads), q, stats, tf.stack(lams), tf.stack([st.s_top for st in states]))
 
-    fns = {sup: tf.function(lambda *a, sup=sup: body(*a, supervised=sup),
+    fns = {sup: compiled(lambda *a, sup=sup: body(*a, supervised=sup),
                             jit_compile=False, reduce_retracing=True) for sup in (False, True)}
 
     def step(d, xb, yt, g, seed):
@@ -383,7 +384,7 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
                 say(f"checkpoint {ck} is from other inputs or settings; starting afresh")
     sweep_fn = G.make_sweep_fn(model, update_globals=False)
     sup_fn = make_supervised_sweep_fn(model_sup, svm_hyper) if supervised else None
-    grad_fn = tf.function(lambda dd, smp, xb: grad_delta(dd, smp, xb, model, n_total, with_q=True),
+    grad_fn = compiled(lambda dd, smp, xb: grad_delta(dd, smp, xb, model, n_total, with_q=True),
                           reduce_retracing=True, jit_compile=bool(jit_compile))
     replicated = None
     if devices:

@@ -112,6 +112,7 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
     import tensorflow as tf
 
     from dgdm_tf import deep_gibbs as G
+    from dgdm_tf.compiled import compiled
     from dgdm_tf.deep_model import DeepModel
     from dgdm_tf.ops import avoid_grappler_addn_bug
 
@@ -133,7 +134,7 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
         row = {"name": spec["name"], "step": name, "batch_size": b,
                "windowed_macs_per_image": costs.get(layer, 0)}
         for label, fast in (("fast", True), ("generic", False)) if generic else (("fast", True),):
-            fn = tf.function(lambda s, fast=fast, step=step: step(s, fast).resid)
+            fn = compiled(lambda s, fast=fast, step=step: step(s, fast).resid)
             float(tf.reduce_sum(fn(st)))  # trace
             t0 = time.perf_counter()
             float(tf.reduce_sum(fn(st)))

@@ -37,6 +37,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import LayerGeometry, dirichlet_prior
 
 PretrainState = collections.namedtuple(
@@ -468,9 +469,9 @@ def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool
     """
     zw_fn = None
     if jit_compile:
-        zw_fn = tf.function(
+        zw_fn = compiled(
             lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool),
             jit_compile=True)
-    return tf.function(
+    return compiled(
         lambda st, x: sweep(st, x, model, update_d, update_gamma_w, return_expected_pool, zw_fn),
         reduce_retracing=True)

@@ -116,6 +116,8 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.compiled import compiled
+
 DTYPE = tf.float64
 _SALT = 0x5F3  # fixed salt mixed into the user seed for the SVM's random stream
 LAM_MIN = 1e-8
@@ -533,7 +535,7 @@ class BayesianSVM:
         l1, l2 = self._penalties(f, np.full(c, self.kappa))
         l1_t, l2_t = _t(l1), _t(l2)
         gamma = self.gamma
-        step = tf.function(lambda b: em_update_beta(b, s, y, gamma, l1_t, l2_t))
+        step = compiled(lambda b: em_update_beta(b, s, y, gamma, l1_t, l2_t))
         prev = None
         for it in range(1, self.em_iters + 1):
             t0 = time.perf_counter()
@@ -559,7 +561,7 @@ class BayesianSVM:
         a_k, b_k, a_g, b_g = (_t(v) for v in (self.a_kappa, self.b_kappa, self.a_gamma, self.b_gamma))
         sample_gamma = self.sample_gamma
 
-        @tf.function
+        @compiled
         def sweep(beta, omega_w, kappa, gamma, it):
             seeds = tf.random.experimental.stateless_split(
                 tf.random.experimental.stateless_fold_in(base, it), 5)
