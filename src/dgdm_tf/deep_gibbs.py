@@ -671,20 +671,28 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     mass = tf.broadcast_to(mass, tf.shape(q0))
     # step: the leapfrog is stable for eps < 2 / sqrt(lambda_max(M^-1/2 H M^-1/2)); a few
     # power iterations estimate lambda_max, exp(hmc_log_step) scales it (adapted in burn-in)
-    v = probe / tf.norm(probe)
-    lam = tf.constant(1.0)
-    for _ in range(power_iterations):
+    # tf.while_loop, not Python loops, for the power iterations and the leapfrog: one
+    # traced copy of the operator and its gradient instead of one per step (tracing a
+    # sweep, not running it, is what small runs spend)
+    def power_step(i, v, lam):
         w = hess_vec(v / tf.sqrt(mass)) / tf.sqrt(mass)
         lam = tf.norm(w)
-        v = w / lam
+        return i + 1, w / lam, lam
+
+    _, _, lam = tf.while_loop(lambda i, *_: i < power_iterations, power_step,
+                              (tf.constant(0), probe / tf.norm(probe), tf.constant(1.0)))
     eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)
     p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * tf.sqrt(mass)
     u0, g0 = potential_and_grad(q0)
-    q, p, grad = q0, p0 - 0.5 * eps * g0, g0
-    for i in range(n_leapfrog):
+
+    def leapfrog(i, q, p, u, grad):  # full momentum steps, the last one a half step
         q = q + eps * p / mass
-        u1, grad = potential_and_grad(q)
-        p = p - (eps if i < n_leapfrog - 1 else 0.5 * eps) * grad
+        u, grad = potential_and_grad(q)
+        p = p - tf.where(i < n_leapfrog - 1, eps, 0.5 * eps) * grad
+        return i + 1, q, p, u, grad
+
+    _, q, p, u1, _ = tf.while_loop(lambda i, *_: i < n_leapfrog, leapfrog,
+                                   (tf.constant(0), q0, p0 - 0.5 * eps * g0, u0, g0))
     h0 = u0 + 0.5 * tf.reduce_sum(p0 * p0 / mass)
     h1 = u1 + 0.5 * tf.reduce_sum(p * p / mass)
     log_acc = tf.minimum(0.0, h0 - h1)
