@@ -358,6 +358,21 @@ def test_test_time_settings_rerun_prediction_not_training(smoke_run, tmp_path):
         assert bool(re.search(r"^supervised\s+1$", out, re.M)) == retrain, out
 
 
+def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_path):
+    """With `supervised.start_from: pretrained` (config/paper.yaml's choice) the supervised
+    row alone runs no refinement chain; from `refined` it does."""
+    c = yaml.safe_load(Path(smoke_config(tmp_path)).read_text())
+    for start, refine in (("pretrained", False), ("refined", True)):
+        c["datasets"]["mnist_smoke"]["supervised"]["start_from"] = start
+        path = write_config(tmp_path / f"{start}.yaml", c)
+        r = snakemake(repo, "-n", "results/mnist_smoke/supervised/metrics.json",
+                      "--configfile", str(path))
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out
+        assert re.search(r"^supervised\s+1$", out, re.M), out
+        assert bool(re.search(r"^refine\s+1$", out, re.M)) == refine, out
+
+
 # ------------------------------------------------- kill and resume pretraining
 @pytest.mark.slow
 def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):

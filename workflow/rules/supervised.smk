@@ -6,6 +6,15 @@
 # which is not an output, so `--rerun-incomplete` resumes from it.
 
 
+def refined_start(wc) -> list:
+    """The refinement's model when the supervised chain starts from it
+    (`supervised.start_from: refined`); nothing when it starts from the pretrained
+    layers, so asking for the supervised row alone does not run the refinement."""
+    if ds_cfg(wc.ds)["supervised"]["start_from"] == "refined":
+        return [f"results/{wc.ds}/refine/model.npz"]
+    return []
+
+
 def training_cfg(sup):
     """The supervised block without its test-time settings (all but predict.models)."""
     return {**{k: v for k, v in sup.items() if k != "predict"},
@@ -17,7 +26,7 @@ rule supervised:
     input:
         data="results/{ds}/data/prepared.npz",
         layers=all_layer_files,
-        refine="results/{ds}/refine/model.npz",
+        refine=refined_start,
     output:
         model="results/{ds}/supervised/model.npz",
         trace="results/{ds}/supervised/trace.csv",
@@ -52,7 +61,7 @@ rule supervised_predict:
         model="results/{ds}/supervised/model.npz",
         summary="results/{ds}/data/summary.json",
         layers=all_layer_files,
-        refine="results/{ds}/refine/model.npz",
+        refine=refined_start,
     output:
         metrics="results/{ds}/supervised/metrics.json",
         predictions="results/{ds}/supervised/predictions.csv",

@@ -29,14 +29,14 @@ ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
 pre = [np.load(p) for p in snakemake.input.layers]
-with np.load(snakemake.input.refine) as z:
-    refined = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
-    refined_on = np.asarray(z["on_rate"])
-    refined_gamma_s, refined_gamma_e = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
-if cfg["start_from"] == "refined":
-    dictionaries, gamma_s0, gamma_e0 = refined, refined_gamma_s, refined_gamma_e
+if cfg["start_from"] == "refined":  # the rule asks for the refinement only then
+    with np.load(snakemake.input.refine[0]) as z:
+        dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
+        start_usage = np.asarray(z["on_rate"])
+        gamma_s0, gamma_e0 = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
 else:
     dictionaries = [np.asarray(z["D"], np.float32) for z in pre]
+    start_usage = np.asarray(pre[-1]["usage"], np.float64)
     gamma_e0, gamma_s0 = float(np.mean(pre[0]["gamma_e"])), float(pre[-1]["gamma_w"])
 
 d = data.load_prepared(snakemake.input.data)
@@ -83,8 +83,9 @@ order_sup = np.argsort(-out["on_rate"])
 proj_sup = project_top_to_data(model, out["D"])[order_sup]
 deep_plots.plot_image_grid(proj_sup, snakemake.output.top_png,
                            f"{ds}: top-layer elements in the data plane, supervised (most used first)")
-proj_uns = project_top_to_data(model, refined)[np.argsort(-refined_on)]
-deep_plots.plot_image_pair(proj_uns, proj_sup, ("unsupervised (refined)", "supervised"),
+# the unsupervised model the chain started from, beside it
+proj_uns = project_top_to_data(model, dictionaries)[np.argsort(-start_usage)]
+deep_plots.plot_image_pair(proj_uns, proj_sup, (f"unsupervised ({cfg['start_from']})", "supervised"),
                            snakemake.output.compare_png,
                            f"{ds}: top-layer elements in the data plane (Fig. 2), most used first")
 if not cfg["keep_checkpoints"]:

@@ -97,7 +97,7 @@ for i, path in enumerate(snakemake.input.layers, start=1):
         if i == 1:
             n_pre = int(z["n_input"])
 if cfg["start_from"] == "refined":
-    with np.load(snakemake.input.refine) as z:
+    with np.load(snakemake.input.refine[0]) as z:
         by_step["refine"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
 by_step["supervised"] = train_seconds
 by_step["supervised_predict"] = elapsed()
