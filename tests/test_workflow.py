@@ -43,6 +43,14 @@ def snakemake(cwd: Path, *args: str, timeout: float = 600) -> subprocess.Complet
                           capture_output=True, text=True, timeout=timeout)
 
 
+def planned_jobs(repo: Path, target: str, config) -> dict:
+    """`snakemake -n target`: how many jobs of each rule it would run (its job stats)."""
+    r = snakemake(repo, "-n", target, "--configfile", str(config))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+
+
 def write_config(path: Path, cfg: dict) -> Path:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
@@ -327,12 +335,8 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
 def test_rerun_single_ablation_only_reruns_its_steps(smoke_run):
     repo, cfg = smoke_run
     (repo / "results/mnist_smoke/pretrained_svm/metrics.json").unlink()
-    r = snakemake(repo, "-n", "results/mnist_smoke/pretrained_svm/metrics.json",
-                  "--configfile", str(cfg))
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    assert re.search(r"^svm\s+1$", out, re.M), out
-    assert "rule pretrain_layer:" not in out and "rule features:" not in out
+    jobs = planned_jobs(repo, "results/mnist_smoke/pretrained_svm/metrics.json", cfg)
+    assert jobs.get("svm") == 1 and "pretrain_layer" not in jobs and "features" not in jobs, jobs
 
 
 @pytest.mark.slow
@@ -349,13 +353,9 @@ def test_test_time_settings_rerun_prediction_not_training(smoke_run, tmp_path):
             block["predict"]["iterations"] = sup["predict"]["iterations"] + 1
         else:
             block["burn_in"] = sup["burn_in"] + 1
-        path = write_config(tmp_path / f"{key}.yaml", changed)
-        r = snakemake(repo, "-n", "results/mnist_smoke/supervised/metrics.json",
-                      "--configfile", str(path))
-        out = r.stdout + r.stderr
-        assert r.returncode == 0, out
-        assert re.search(r"^supervised_predict\s+1$", out, re.M), out
-        assert bool(re.search(r"^supervised\s+1$", out, re.M)) == retrain, out
+        jobs = planned_jobs(repo, "results/mnist_smoke/supervised/metrics.json",
+                            write_config(tmp_path / f"{key}.yaml", changed))
+        assert jobs.get("supervised_predict") == 1 and ("supervised" in jobs) == retrain, jobs
 
 
 def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_path):
@@ -364,13 +364,9 @@ def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_pat
     c = yaml.safe_load(Path(smoke_config(tmp_path)).read_text())
     for start, refine in (("pretrained", False), ("refined", True)):
         c["datasets"]["mnist_smoke"]["supervised"]["start_from"] = start
-        path = write_config(tmp_path / f"{start}.yaml", c)
-        r = snakemake(repo, "-n", "results/mnist_smoke/supervised/metrics.json",
-                      "--configfile", str(path))
-        out = r.stdout + r.stderr
-        assert r.returncode == 0, out
-        assert re.search(r"^supervised\s+1$", out, re.M), out
-        assert bool(re.search(r"^refine\s+1$", out, re.M)) == refine, out
+        jobs = planned_jobs(repo, "results/mnist_smoke/supervised/metrics.json",
+                            write_config(tmp_path / f"{start}.yaml", c))
+        assert jobs.get("supervised") == 1 and ("refine" in jobs) == refine, jobs
 
 
 # ------------------------------------------------- kill and resume pretraining
