@@ -9,6 +9,7 @@ from dgdm_tf import pretrain as P
 from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import LayerGeometry, dirichlet_prior
 from dgdm_tf.ops import full_conv
+from test_deep_gibbs import geweke_chains
 
 
 def _model(geom, n, hyper=None, top=False):
@@ -208,32 +209,30 @@ def _stats(params, x, geom, model, rec=None):
 
 @pytest.mark.slow
 def test_geweke_joint_distribution():
-    """Marginal-conditional vs successive-conditional simulation agree on nine test
-    functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross terms
-    (|z-score| < 4 each; batch-means standard errors for the Gibbs chain). The geometry
-    has partial edge blocks, two colours per axis and two input channels."""
+    """Successive-conditional simulation keeps the joint (|z| < 4: 125 independent chains
+    of 20 sweeps, each from an exact joint draw, :func:`test_deep_gibbs.geweke_chains`) on
+    nine test functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross
+    terms. The geometry has partial edge blocks, two colours per axis and two input
+    channels."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)  # hs=3 x ws=4
     n = 2
     model = _model(geom, n, GEWEKE_HYPER)
     rng = np.random.default_rng(2024)
-    m_fwd, m_sc = 2500, 2500
-    fwd = []
-    for _ in range(m_fwd):
-        prm = _forward_params(rng, geom, model, n)
-        fwd.append(_stats(prm, _forward_data(rng, geom, prm), geom, model))
-    fwd = np.array(fwd)
-
     sweep = P.make_sweep_fn(model)
-    prm = _forward_params(rng, geom, model, n)
-    x = _forward_data(rng, geom, prm)
-    rec = P.reconstruction(tf.constant(prm["s"]), tf.constant(prm["d"]), geom).numpy()
-    st = P.PretrainState(
-        s=tf.constant(prm["s"]), z=tf.constant(prm["z"]), d=tf.constant(prm["d"]),
-        log_theta=tf.constant(prm["log_theta"]), gamma_w=tf.constant(prm["gamma_w"]),
-        gamma_e=tf.constant(prm["gamma_e"]), resid=P.pad_input(tf.constant(x - rec), geom),
-        seed=tf.constant([5, 6]))
-    sc = []
-    for it in range(m_sc):
+
+    def start(c):
+        prm = _forward_params(rng, geom, model, n)
+        x = _forward_data(rng, geom, prm)
+        rec = P.reconstruction(tf.constant(prm["s"]), tf.constant(prm["d"]), geom).numpy()
+        st = P.PretrainState(
+            s=tf.constant(prm["s"]), z=tf.constant(prm["z"]), d=tf.constant(prm["d"]),
+            log_theta=tf.constant(prm["log_theta"]), gamma_w=tf.constant(prm["gamma_w"]),
+            gamma_e=tf.constant(prm["gamma_e"]), resid=P.pad_input(tf.constant(x - rec), geom),
+            seed=tf.constant([2024, c]))
+        return (st, x), _stats(prm, x, geom, model, rec)
+
+    def advance(carry):
+        st, x = carry
         st = sweep(st, tf.constant(x))
         prm = {k: getattr(st, k).numpy() for k in ("s", "z", "d", "log_theta", "gamma_w", "gamma_e")}
         # X | parameters: the reconstruction is X - residual; draw fresh noise around it
@@ -241,13 +240,9 @@ def test_geweke_joint_distribution():
         noise = (rng.normal(size=x.shape) / np.sqrt(prm["gamma_e"])[:, None, None, None])
         x = (rec + noise).astype(np.float32)
         st = st._replace(resid=P.pad_input(tf.constant(noise.astype(np.float32)), geom))
-        sc.append(_stats(prm, x, geom, model, rec))
-    sc = np.array(sc)
+        return (st, x), _stats(prm, x, geom, model, rec), 1.0
 
-    batches = sc.reshape(25, -1, sc.shape[1]).mean(1)
-    se_sc = batches.std(0, ddof=1) / np.sqrt(len(batches))
-    se_fwd = fwd.std(0, ddof=1) / np.sqrt(len(fwd))
-    zscore = (sc.mean(0) - fwd.mean(0)) / np.sqrt(se_sc ** 2 + se_fwd ** 2)
+    zscore, _ = geweke_chains(start, advance, chains=125, steps=20)
     assert np.all(np.abs(zscore) < 4.0), zscore
 
 
