@@ -953,6 +953,6 @@ def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals:
             st, svm, x, y, model, svm_hyper, adapt=adapt, **kw)), reduce_retracing=True)
     if mask_given:
         return compiled(bind(lambda st, x, mask, adapt: sweep(st, x, model, mask=mask, adapt=adapt, **kw)),
-                           reduce_retracing=True)
+                        reduce_retracing=True)
     return compiled(bind(lambda st, x, adapt: sweep(st, x, model, adapt=adapt, **kw)),
-                       reduce_retracing=True)
+                    reduce_retracing=True)

@@ -253,7 +253,7 @@ def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, bat
         return (tuple(grads), q, stats, tf.stack(lams), tf.stack([st.s_top for st in states]))
 
     fns = {sup: compiled(lambda *a, sup=sup: body(*a, supervised=sup),
-                            jit_compile=False, reduce_retracing=True) for sup in (False, True)}
+                         jit_compile=False, reduce_retracing=True) for sup in (False, True)}
 
     def step(d, xb, yt, g, seed):
         xb = np.asarray(xb, np.float32)
@@ -385,7 +385,7 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
     sweep_fn = G.make_sweep_fn(model, update_globals=False)
     sup_fn = make_supervised_sweep_fn(model_sup, svm_hyper) if supervised else None
     grad_fn = compiled(lambda dd, smp, xb: grad_delta(dd, smp, xb, model, n_total, with_q=True),
-                          reduce_retracing=True, jit_compile=bool(jit_compile))
+                       reduce_retracing=True, jit_compile=bool(jit_compile))
     replicated = None
     if devices:
         replicated = _replicated_step(
