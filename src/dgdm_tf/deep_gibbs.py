@@ -674,15 +674,17 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     # tf.while_loop, not Python loops, for the power iterations and the leapfrog: one
     # traced copy of the operator and its gradient instead of one per step (tracing a
     # sweep, not running it, is what small runs spend)
+    sqrt_mass = tf.sqrt(mass)  # outside the loop body: computed once, not per iteration
+
     def power_step(i, v, lam):
-        w = hess_vec(v / tf.sqrt(mass)) / tf.sqrt(mass)
+        w = hess_vec(v / sqrt_mass) / sqrt_mass
         lam = tf.norm(w)
         return i + 1, w / lam, lam
 
     _, _, lam = tf.while_loop(lambda i, *_: i < power_iterations, power_step,
                               (tf.constant(0), probe / tf.norm(probe), tf.constant(1.0)))
     eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)
-    p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * tf.sqrt(mass)
+    p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * sqrt_mass
     u0, g0 = potential_and_grad(q0)
 
     def leapfrog(i, q, p, u, grad):  # full momentum steps, the last one a half step
