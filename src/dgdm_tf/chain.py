@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import atomic_io
+from dgdm_tf import anneal, atomic_io
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
                               init_state, log_likelihood, make_sweep_fn, pad_input)
@@ -107,14 +107,17 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                        checkpoint_every: int = 10, trace_path: str | os.PathLike | None = None,
                        progress: Callable[[str], None] | None = print,
                        jit_compile: bool = False, stop_after: int | None = None,
-                       dict_init: str = "patches") -> dict:
+                       dict_init: str = "patches", anneal_sweeps: int = 0,
+                       anneal_ratio: float = 1.0, anneal_start: float = 1.0) -> dict:
     """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
     dropped (the paper's inference of K), then ``collect`` samples one every ``thin``
     sweeps, averaged (x_next: the Rao-Blackwellised pooled features, see
     ``pretrain.resample_zw``). A layer with ``pool == 1`` is a top layer with the
-    spike-slab prior.
+    spike-slab prior. The first ``anneal_sweeps`` burn-in sweeps run at a tempered
+    likelihood, gamma_e capped by a schedule rising ``anneal_ratio``-fold from
+    ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.anneal`).
     ``stop_after`` ends the run early after that many sweeps in total (used to test
     resumption); the result is then ``None``.
 
@@ -126,6 +129,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     check_finite("layer input x", x)
     if burn_in < 0 or collect < 1 or thin < 1:
         raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    if anneal_sweeps > burn_in:
+        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
+                         "only burn-in sweeps may run at a tempered likelihood")
     if prune_min_usage > 0 and burn_in == 0:
         raise ValueError("pruning happens at the end of burn-in: with prune_min_usage > 0 "
                          "set burn_in >= 1 (or prune_min_usage: 0)")
@@ -137,7 +143,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     total = burn_in + collect * thin
     fp = fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
                       burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
-                      hyper=hyp.__dict__, dict_init=dict_init)
+                      hyper=hyp.__dict__, dict_init=dict_init,
+                      **({"anneal": [anneal_sweeps, anneal_ratio, anneal_start]}
+                         if anneal_sweeps else {}))
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
     x_tf = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
@@ -177,11 +185,14 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                            trace=np.array(json.dumps(rows)), **arrs)
 
     t_start = time.time()
+    cap_start = anneal_start * anneal.start_precision(x)
     for t in range(done, total):
         t0 = time.time()
-        state, expected = sweep_fn(state, x_tf)
+        cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
+        state, expected = (sweep_fn(state, x_tf) if cap is None
+                           else sweep_fn(state, x_tf, tf.constant(cap)))
         sec = time.time() - t0
-        phase = "burn-in" if t < burn_in else "collect"
+        phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", state.d)
         check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
         used = usage(state, model)

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf import anneal
 from dgdm_tf.chain import check_finite
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
@@ -25,8 +26,18 @@ from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
 def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
                 gamma_e_init: float | None = None, jit_compile: bool = False,
                 burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
+                anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                colour_order=None,
                 layer_index: int = 0, progress: Callable[[str], None] | None = print) -> np.ndarray:
-    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed."""
+    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed.
+
+    The first ``anneal_sweeps`` burn-in sweeps cap gamma_e by a schedule rising
+    ``anneal_ratio``-fold from ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.anneal`).
+    ``colour_order`` is the sampler's scan order (``pretrain.LayerModel``).
+    """
+    if anneal_sweeps > burn_in:
+        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
+                         "only burn-in sweeps may run at a tempered likelihood")
     x = np.asarray(x, np.float32)
     d = np.asarray(d, np.float32)
     n, h, w, c = x.shape
@@ -42,7 +53,7 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
     for b0 in range(0, n, batch_size):
         xb = x[b0: b0 + batch_size]
         nb = len(xb)
-        model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb)
+        model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=colour_order)
         if nb not in fns:  # the last, shorter batch gets its own trace
             fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False,
                                     return_expected_pool=True, jit_compile=jit_compile)
@@ -52,8 +63,10 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
         st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
         xt = tf.constant(xb)
         acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
+        start = anneal_start * anneal.start_precision(xb)
         for t in range(burn_in + collect):
-            st, expected = fns[nb](st, xt)
+            cap = anneal.gamma_e_cap(start, t, anneal_sweeps, anneal_ratio)
+            st, expected = fns[nb](st, xt) if cap is None else fns[nb](st, xt, tf.constant(cap))
             if t >= burn_in:
                 acc += np.asarray(expected)
         check_finite(f"layer {layer_index + 1} features", acc)
@@ -68,6 +81,8 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
                    seed: int, burn_in: int, collect: int, batch_size: int,
                    gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
                    hyper: dict | None = None, jit_compile: bool = False,
+                   anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                   layer_outputs: list | None = None,
                    progress: Callable[[str], None] | None = print) -> np.ndarray:
     """(N, F) top-layer features of ``x`` through every layer, samples averaged.
 
@@ -75,6 +90,9 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
     ``gamma_e_inits`` (e.g. the mean pretrained noise precision of each layer) start each
     chain's gamma_e where pretraining left it rather than at 1 / Var(X_n): a chain started
     at a low precision turns blocks on only slowly, which short chains cannot afford.
+    ``anneal_*``: tempered burn-in of every layer's chains (:func:`infer_layer`).
+    ``layer_outputs``, a list, receives each layer's pooled posterior mean (N, h, w, K)
+    (the mixing diagnostics read layer 1's).
     """
     if gamma_e_inits is None:
         gamma_e_inits = [None] * len(dictionaries)
@@ -85,5 +103,8 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
     for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
         h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
                         collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
-                        jit_compile=jit_compile, progress=progress)
+                        jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
+                        anneal_ratio=anneal_ratio, anneal_start=anneal_start, progress=progress)
+        if layer_outputs is not None:
+            layer_outputs.append(h)
     return h.reshape(len(h), -1)

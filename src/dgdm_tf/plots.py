@@ -76,6 +76,22 @@ def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
     _save(fig, path)
 
 
+def plot_activity(activity: np.ndarray, ink: np.ndarray, r: float,
+                  path: str | os.PathLike, title: str) -> None:
+    """Mean |pooled feature| per cell beside the mean ink under each cell
+    (:mod:`dgdm_tf.mixing`): a sampler that follows the image shows the same picture twice;
+    one that follows its scan order shows the colour grid on the left."""
+    fig, axes = plt.subplots(1, 2, figsize=(5.6, 2.8))
+    for ax, img, name in ((axes[0], activity, "mean |feature| per cell"),
+                          (axes[1], ink, "mean ink under each cell")):
+        ax.imshow(img, cmap="magma", interpolation="nearest")
+        ax.set_title(name, fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(f"{title}\nactivity-ink correlation r = {r:.3f}", fontsize=8)
+    _save(fig, path)
+
+
 def _machine_text(machine: dict | str | None) -> str:
     if not machine:
         return ""

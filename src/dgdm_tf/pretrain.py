@@ -67,8 +67,17 @@ class Hyper:
 class LayerModel:
     """Everything a sweep needs that is not state: geometry, priors, masks."""
 
-    def __init__(self, geom: LayerGeometry, hyper: Hyper, top: bool, n_images: int):
+    def __init__(self, geom: LayerGeometry, hyper: Hyper, top: bool, n_images: int,
+                 colour_order: tuple[tuple[int, int], ...] | None = None):
         self.geom = geom
+        # The order a sweep visits the colours in (row-major by default). Any order gives
+        # an exact sweep; the mixing diagnostics compare orders (dgdm_tf.mixing).
+        grid = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
+        self.colour_order = tuple(grid) if colour_order is None else tuple(
+            (int(a), int(b)) for a, b in colour_order)
+        if sorted(self.colour_order) != grid:
+            raise ValueError(f"colour_order must visit each of the {len(grid)} colours "
+                             f"{grid} once, got {self.colour_order}")
         self.hyper = hyper
         self.top = top
         self.n = n_images
@@ -280,64 +289,62 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     log_theta = tf.transpose(state.log_theta, [1, 0, 2])[:, :, None, :]  # K, N, 1, S
     neg_inf = tf.constant(-np.inf, tf.float32)
     resid = state.resid
-    s_rows, z_rows, e_rows = [], [], []
-    for a in range(g.gh):
-        s_row, z_row, e_row = [], [], []
-        for b in range(g.gw):
-            colour_seed = tf.random.experimental.stateless_fold_in(seed, a * g.gw + b)
-            valid = tf.reshape(model.valid[a, b], [1, nb, p2])
-            real = tf.reshape(model.block_valid[a, b], [1, nb, 1])
-            tiles0 = _colour_tiles(resid, g, a, b)
-            s_ab = tf.reshape(state.s[a, b], [g.k, n * nb, p2])
-            s_out = tf.TensorArray(tf.float32, size=g.k)
-            e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
-            z_out = tf.TensorArray(tf.int32, size=g.k)
+    s_new_c, z_new_c, e_new_c = {}, {}, {}
+    for a, b in model.colour_order:  # one colour: its blocks of every map, map after map
+        colour_seed = tf.random.experimental.stateless_fold_in(seed, a * g.gw + b)
+        valid = tf.reshape(model.valid[a, b], [1, nb, p2])
+        real = tf.reshape(model.block_valid[a, b], [1, nb, 1])
+        tiles0 = _colour_tiles(resid, g, a, b)
+        s_ab = tf.reshape(state.s[a, b], [g.k, n * nb, p2])
+        s_out = tf.TensorArray(tf.float32, size=g.k)
+        e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
+        z_out = tf.TensorArray(tf.int32, size=g.k)
 
-            def body(k, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
-                     colour_seed=colour_seed):
-                s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
-                    tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
-                s_old = s_ab[k]  # M, P2
-                corr = tiles @ kb[k] + s_old @ gram[k]
-                corr = tf.reshape(corr, [n, nb, p2])
-                prec = ge * dnorm[k] + gw  # N,1,1
-                lt = log_theta[k]  # N,1,S
-                on = lt[..., :p2] + 0.5 * tf.math.log(gw / prec) + 0.5 * tf.square(ge * corr) / prec
-                # A partial edge block's position outside S carries no data: its state has
-                # the off state's likelihood (theta stays conjugate); padded blocks are no
-                # part of the model and stay off.
-                on = tf.where(valid, on, lt[..., :p2])
-                on = tf.where(real, on, neg_inf)
-                logits = tf.concat([on, tf.broadcast_to(lt[..., p2:], [n, nb, 1])], axis=-1)
-                u = tf.random.stateless_uniform(tf.shape(logits), s1, minval=1e-20, maxval=1.0)
-                zz = tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
-                onehot = tf.one_hot(zz, p2 + 1)[..., :p2] * tf.cast(valid, tf.float32)
-                c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
-                eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
-                s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
-                tiles = tiles - tf.matmul(s_new - s_old, kb[k], transpose_b=True)
-                if return_expected_pool:  # only the chains that average features pay for it
-                    prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
-                    e_out = e_out.write(k, tf.reshape(
-                        tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1]))
-                return (k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
-                        e_out)
+        def body(k, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
+                 colour_seed=colour_seed):
+            s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
+                tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
+            s_old = s_ab[k]  # M, P2
+            corr = tiles @ kb[k] + s_old @ gram[k]
+            corr = tf.reshape(corr, [n, nb, p2])
+            prec = ge * dnorm[k] + gw  # N,1,1
+            lt = log_theta[k]  # N,1,S
+            on = lt[..., :p2] + 0.5 * tf.math.log(gw / prec) + 0.5 * tf.square(ge * corr) / prec
+            # A partial edge block's position outside S carries no data: its state has
+            # the off state's likelihood (theta stays conjugate); padded blocks are no
+            # part of the model and stay off.
+            on = tf.where(valid, on, lt[..., :p2])
+            on = tf.where(real, on, neg_inf)
+            logits = tf.concat([on, tf.broadcast_to(lt[..., p2:], [n, nb, 1])], axis=-1)
+            u = tf.random.stateless_uniform(tf.shape(logits), s1, minval=1e-20, maxval=1.0)
+            zz = tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
+            onehot = tf.one_hot(zz, p2 + 1)[..., :p2] * tf.cast(valid, tf.float32)
+            c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
+            eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
+            s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
+            tiles = tiles - tf.matmul(s_new - s_old, kb[k], transpose_b=True)
+            if return_expected_pool:  # only the chains that average features pay for it
+                prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
+                e_out = e_out.write(k, tf.reshape(
+                    tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1]))
+            return (k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
+                    e_out)
 
-            _, tiles, s_out, z_out, e_out = tf.while_loop(
-                lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
-                parallel_iterations=1)
-            resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
-            s_row.append(tf.reshape(s_out.stack(), [g.k, n, g.nch, g.ncw, p2]))
-            z_row.append(tf.reshape(z_out.stack(), [g.k, n, g.nch, g.ncw]))
-            if return_expected_pool:
-                e_row.append(tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw]))
-        s_rows.append(tf.stack(s_row))
+        _, tiles, s_out, z_out, e_out = tf.while_loop(
+            lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
+            parallel_iterations=1)
+        resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
+        s_new_c[a, b] = tf.reshape(s_out.stack(), [g.k, n, g.nch, g.ncw, p2])
+        z_new_c[a, b] = tf.reshape(z_out.stack(), [g.k, n, g.nch, g.ncw])
         if return_expected_pool:
-            e_rows.append(tf.stack(e_row))
-        z_rows.append(tf.stack(z_row))
-    state = state._replace(s=tf.stack(s_rows), z=tf.stack(z_rows), resid=resid)
+            e_new_c[a, b] = tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw])
+
+    def grid(per_colour):  # back to the colour-major layout (Gh, Gw, ...)
+        return tf.stack([tf.stack([per_colour[a, b] for b in range(g.gw)]) for a in range(g.gh)])
+
+    state = state._replace(s=grid(s_new_c), z=grid(z_new_c), resid=resid)
     if return_expected_pool:
-        return state, _blocks_to_pooled(tf.stack(e_rows), g)
+        return state, _blocks_to_pooled(grid(e_new_c), g)
     return state
 
 
@@ -430,15 +437,20 @@ def resample_gamma_e(state: PretrainState, x: tf.Tensor, model: LayerModel, seed
 
 
 def sweep(state: PretrainState, x: tf.Tensor, model: LayerModel, update_d: bool = True,
-          update_gamma_w: bool = True, return_expected_pool: bool = False, zw_fn=None):
+          update_gamma_w: bool = True, return_expected_pool: bool = False, zw_fn=None,
+          gamma_e_cap=None):
     """One Gibbs sweep over every conditional; the state's seed is split with a salt.
 
     ``update_d`` / ``update_gamma_w`` False hold the globals fixed (feature inference).
     ``return_expected_pool`` also returns the Rao-Blackwellised pooled features of the
-    sweep (see :func:`resample_zw`).
+    sweep (see :func:`resample_zw`). ``gamma_e_cap`` (N,), burn-in only: the sweep runs
+    at gamma_e = min(gamma_e, cap), a tempered likelihood (:mod:`dgdm_tf.anneal`);
+    gamma_e itself is still drawn from its exact conditional at the end of the sweep.
     """
     seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 6))
     state = state._replace(seed=seeds[0])
+    if gamma_e_cap is not None:
+        state = state._replace(gamma_e=tf.minimum(state.gamma_e, gamma_e_cap))
     zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool))
     out = zw(state, x, seeds[1])
     state, expected = out if return_expected_pool else (out, None)
@@ -462,7 +474,7 @@ def log_likelihood(state: PretrainState, model: LayerModel) -> tf.Tensor:
 
 def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool = True,
                   jit_compile: bool = False, return_expected_pool: bool = False):
-    """A compiled sweep ``f(state, x) -> state`` (or ``(state, expected_pool)``).
+    """A compiled sweep ``f(state, x[, gamma_e_cap]) -> state`` (or ``(state, expected_pool)``).
 
     ``jit_compile`` compiles the (z, W) step -- thousands of small ops a sweep -- with
     XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler).
@@ -473,5 +485,6 @@ def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool
             lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool),
             jit_compile=True)
     return compiled(
-        lambda st, x: sweep(st, x, model, update_d, update_gamma_w, return_expected_pool, zw_fn),
+        lambda st, x, gamma_e_cap=None: sweep(st, x, model, update_d, update_gamma_w,
+                                              return_expected_pool, zw_fn, gamma_e_cap),
         reduce_retracing=True)

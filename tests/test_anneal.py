@@ -1,0 +1,109 @@
+"""Tempered burn-in (dgdm_tf.anneal) and the scan order of the layer sampler.
+
+On data drawn from the model with similar, overlapping atoms (smooth strokes at six
+orientations), a chain started at the true noise precision freezes in its first sweep
+into the decomposition its colour order builds: reversing the order moves the mean
+activity map ~20x further than a change of seed does, and the features barely track the
+true codes. Tempered burn-in lets the explanations settle by the data before the chain
+reaches that precision. Fixed seeds; the tolerances are stated at each assertion.
+"""
+
+import numpy as np
+import pytest
+
+from dgdm_tf import anneal, mixing
+from dgdm_tf.chain import run_pretrain_layer
+from dgdm_tf.features import infer_layer
+from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.ops import full_conv, pool
+
+
+def test_cap_schedule_rises_geometrically_then_lifts():
+    start = np.array([2.0, 8.0], np.float32)
+    caps = [anneal.gamma_e_cap(start, t, 5, 16.0) for t in range(7)]
+    np.testing.assert_allclose(caps[0], start)
+    np.testing.assert_allclose(caps[2], 4 * start, rtol=1e-6)  # 16 ** (2 / 4)
+    np.testing.assert_allclose(caps[4], 16 * start, rtol=1e-6)
+    assert caps[5] is None and caps[6] is None
+    assert anneal.gamma_e_cap(start, 0, 0, 16.0) is None
+    with pytest.raises(ValueError, match="only rises"):
+        anneal.gamma_e_cap(start, 0, 3, 0.5)
+    x = np.stack([np.full((4, 4, 1), v) + np.eye(4)[:, :, None] * s
+                  for v, s in ((0.0, 1.0), (5.0, 2.0))])
+    np.testing.assert_allclose(anneal.start_precision(x), 1.0 / x.reshape(2, -1).var(1), rtol=1e-5)
+
+
+def _strokes(n=300, seed=0, k=6, side=5, p=2, img=18, on=0.08, noise=0.02):
+    """Images drawn from the layer model: smooth strokes at k orientations (similar
+    atoms, so many decompositions nearly fit), blocks on with probability ``on``."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[:side, :side] - (side - 1) / 2
+    atoms = []
+    for kk in range(k):
+        t = np.pi * kk / k
+        u, v = xx * np.cos(t) + yy * np.sin(t), -xx * np.sin(t) + yy * np.cos(t)
+        atoms.append(np.exp(-v ** 2 - u ** 2 / 8.0))
+    d = np.stack(atoms, -1)[:, :, None, :].astype(np.float32)
+    d *= side / np.linalg.norm(d.reshape(-1, k), axis=0)
+    hs = img - side + 1
+    nb = -(-hs // p)
+    s = np.zeros((n, nb * p, nb * p, k), np.float32)
+    for i, bi, bj, kk in zip(*np.nonzero(rng.random((n, nb, nb, k)) < on)):
+        m = rng.integers(0, p * p)
+        s[i, bi * p + m // p, bj * p + m % p, kk] = abs(rng.normal(1.0, 0.3))
+    s = s[:, :hs, :hs]
+    x = full_conv(s, d).numpy() + noise * rng.normal(size=(n, img, img, 1))
+    return x.astype(np.float32), d, pool(s, p).numpy(), p
+
+
+@pytest.fixture(scope="module")
+def strokes():
+    return _strokes()
+
+
+def _run(x, d, p, seed, anneal_sweeps, order=None):
+    return infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=seed,
+                       burn_in=max(anneal_sweeps, 5), collect=5, batch_size=len(x),
+                       anneal_sweeps=anneal_sweeps, anneal_ratio=3000.0, anneal_start=0.05,
+                       colour_order=order, progress=None)
+
+
+def test_scan_order_moves_frozen_chains_but_not_tempered_ones(strokes):
+    x, d, truth, p = strokes
+    g = LayerGeometry(hx=x.shape[1], wx=x.shape[2], c=1, dh=d.shape[0], dw=d.shape[1],
+                      k=d.shape[3], p=p)
+    reverse = [(a, b) for a in range(g.gh) for b in range(g.gw)][::-1]
+    out = {}
+    for an in (0, 60):
+        f1, f2, fr = _run(x, d, p, 1, an), _run(x, d, p, 2, an), _run(x, d, p, 1, an, reverse)
+        m1, m2, mr = (mixing.activity_map(f) for f in (f1, f2, fr))
+        out[an] = dict(seed=mixing.map_distance(m1, m2), order=mixing.map_distance(m1, mr),
+                       truth=np.corrcoef(f1.ravel(), truth.ravel())[0, 1])
+    frozen, tempered = out[0], out[60]
+    # measured (seed 0 data): frozen seed 0.024, order 0.47, truth 0.12;
+    # tempered (60 sweeps) seed ~0.05, order ~0.07, truth ~0.47
+    assert frozen["order"] > 5 * frozen["seed"], frozen  # the scan order decides
+    assert tempered["order"] < 2 * tempered["seed"], tempered  # the seed spread covers it
+    assert tempered["truth"] > frozen["truth"] + 0.2, (frozen, tempered)
+
+
+def test_a_cap_above_every_precision_changes_no_draw(strokes):
+    """The cap is a min(): where it does not bind the sweep is the exact one, bitwise."""
+    x, d, _, p = strokes
+    x = x[:40]
+    plain = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=3, burn_in=2,
+                        collect=2, batch_size=40, progress=None)
+    capped = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=3, burn_in=2,
+                         collect=2, batch_size=40, anneal_sweeps=2, anneal_ratio=1.0,
+                         anneal_start=1e9, progress=None)
+    np.testing.assert_array_equal(plain, capped)
+
+
+def test_annealing_past_burn_in_is_refused(strokes):
+    x, d, _, p = strokes
+    with pytest.raises(ValueError, match="must not exceed burn_in"):
+        infer_layer(x[:4], d, p, gamma_w=1.0, seed=0, burn_in=2, collect=1, batch_size=4,
+                    anneal_sweeps=3, progress=None)
+    with pytest.raises(ValueError, match="must not exceed burn_in"):
+        run_pretrain_layer(x[:4], dict_size=5, n_dict=2, pool=2, seed=0, burn_in=2, collect=1,
+                           anneal_sweeps=3, progress=None)
