@@ -80,8 +80,8 @@ def test_scan_order_moves_frozen_chains_but_not_tempered_ones(strokes):
         out[an] = dict(seed=mixing.map_distance(m1, m2), order=mixing.map_distance(m1, mr),
                        truth=np.corrcoef(f1.ravel(), truth.ravel())[0, 1])
     frozen, tempered = out[0], out[60]
-    # measured (seed 0 data): frozen seed 0.024, order 0.47, truth 0.12;
-    # tempered (60 sweeps) seed ~0.05, order ~0.07, truth ~0.47
+    # measured (seed 0 data): frozen seed 0.024, order 0.46, truth 0.12;
+    # tempered (60 sweeps) seed 0.050, order 0.082, truth 0.48
     assert frozen["order"] > 5 * frozen["seed"], frozen  # the scan order decides
     assert tempered["order"] < 2 * tempered["seed"], tempered  # the seed spread covers it
     assert tempered["truth"] > frozen["truth"] + 0.2, (frozen, tempered)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import jsonschema
@@ -164,3 +165,108 @@ def test_supervised_note_names_the_test_features(features, says):
         "predict": {"features": features, "burn_in": 2, "collect": 3, "iterations": 4}}}}
     note = tables._run_note("mnist", "supervised", m)
     assert says in note and ("MCEM" in note) == (features == "mcem"), note
+
+
+# ------------------------------------------- the reference row and the CNN at row sizes
+def _block(**kw):
+    b = {"kind": "mnist", "paper_table": "mnist", "n_train": 10000, "n_test": 5000,
+         "methods": ["pretrained_svm", "encoder_svm", "unsupervised_svm", "supervised", "cnn"],
+         "topdown_features": {"n_train": 1500, "n_test": 750},
+         "supervised": {"n_train": 600, "n_test": 750}}
+    b.update(kw)
+    return b
+
+
+def _cells(md: str, start: str) -> list[str]:
+    row = next(l for l in md.splitlines() if l.startswith(start))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_row_subsets_and_cnn_peer_runs():
+    b = _block()
+    assert tables.row_subsets(b, "pretrained_svm") == {"train": None, "test": None}
+    assert tables.row_subsets(b, "encoder_svm") == {"train": None, "test": None}
+    assert tables.row_subsets(b, "unsupervised_svm") == {"train": 1500, "test": 750}
+    assert tables.row_subsets(b, "supervised") == {"train": 600, "test": 750}
+    assert tables.row_subsets(b, "mcem_map") is None
+    assert tables.cnn_peer_runs(b) == {"pretrained_svm": "cnn",
+                                       "unsupervised_svm": "cnn_at/unsupervised_svm",
+                                       "supervised": "cnn_at/supervised"}
+    # a row on the whole subsets (null, or at least n_train / n_test) is the cnn run's
+    b = _block(topdown_features={"n_train": None, "n_test": None},
+               supervised={"n_train": 10000, "n_test": 6000})
+    assert set(tables.cnn_peer_runs(b).values()) == {"cnn"}
+    # n_train null (all images): a row of 1500 is not the whole subset
+    b = _block(n_train=None)
+    assert tables.cnn_peer_run(b, "unsupervised_svm") == "cnn_at/unsupervised_svm"
+    # no cnn, or the row not run: no peer; the reference row is not a Gibbs row
+    assert tables.cnn_peer_runs(_block(methods=["pretrained_svm", "supervised"])) == {}
+    assert tables.cnn_peer_runs(_block(methods=["cnn", "supervised"])) == {
+        "supervised": "cnn_at/supervised"}
+    assert tables.cnn_peer_run(_block(), "encoder_svm") is None
+
+
+def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
+    b = _block()
+    datasets = {"mnist": b}
+    runs = {"pretrained_svm": _metrics(test_error_pct=18.46),
+            "encoder_svm": _metrics(test_error_pct=2.6, n_features=3920, dict_sizes=[40],
+                                    config={"encoder": {"alpha": 0.25},
+                                            "model": {"layers": [{"pool": 3}]},
+                                            "pretrain": {"n_images": 1000, "burn_in": 60,
+                                                         "collect": 20},
+                                            "svm": {"burn_in": 100, "collect": 100}}),
+            "unsupervised_svm": _metrics(test_error_pct=13.07, n_train=1500, n_test=750),
+            "cnn": _metrics(test_error_pct=0.86),
+            "cnn_at/unsupervised_svm": _metrics(test_error_pct=2.4, n_train=1500, n_test=750)}
+    for run, m in runs.items():
+        p = tmp_path / "mnist" / run / "metrics.json"
+        p.parent.mkdir(parents=True)
+        p.write_text(json.dumps(m))
+    metrics = tables.load_metrics(tmp_path, datasets)
+    assert ("mnist", "cnn_at/unsupervised_svm") in metrics
+    md = tables.render_tables(datasets, metrics)
+    lines = md.splitlines()
+    header = next(l for l in lines if l.startswith("| method"))
+    assert header.endswith("| CNN, same images: test error (%) |")
+    i = next(i for i, l in enumerate(lines) if l.startswith("| Our pretrained model"))
+    assert lines[i + 1].startswith("| Reference: learned layer-1 dictionary + soft-threshold "
+                                   "encoder + SVM |")
+    assert _cells(md, "| Our pretrained model")[1:] == [
+        "18.46", "1.42", "`config/config.yaml`", "10000 / 2000", "12 min 34 s", "0.86"]
+    ref = _cells(md, "| Reference:")
+    assert ref[1:3] == ["2.60", "—"] and ref[-1] == "—"
+    assert _cells(md, "| Our unsupervised model")[-1] == "2.40"
+    sup = _cells(md, "| Our supervised model")
+    assert sup[1] == "missing (no `results/mnist/supervised/metrics.json`)"
+    assert sup[-1] == "missing (no `results/mnist/cnn_at/supervised/metrics.json`)"
+    assert _cells(md, "| CNN, same shape |")[-1] == "—"
+    assert _cells(md, "| MCDNN")[-1] == "—"
+    assert "`encoder_svm` (ours, not in the paper) ran with pretraining's layer-1 dictionary " \
+           "(40 elements kept" in md and "max(c - 0.25, 0)" in md and "3920 features" in md
+    assert '"CNN, same images"' in md and "`unsupervised_svm`: `results/mnist/cnn_at/" \
+           "unsupervised_svm/` (1500 / 750 images)" in md
+    # the supervised row ran, its CNN peer did not: the cell says which file is missing
+    metrics[("mnist", "supervised")] = _metrics(n_train=600, n_test=750)
+    sup = _cells(tables.render_tables(datasets, metrics), "| Our supervised model")
+    assert sup[1] == "1.23" and sup[-1] == (
+        "missing (no `results/mnist/cnn_at/supervised/metrics.json`)")
+
+
+def test_reference_row_only_where_pretrained_svm_runs():
+    md = tables.render_tables({"m": _block(methods=["pretrained_svm"])}, {})
+    assert "not run (enable with `methods: [pretrained_svm, encoder_svm]`" in md
+    assert "CNN, same images" not in md  # no cnn: no column
+    md = tables.render_tables({"i": {"kind": "imagenet2012", "paper_table": "imagenet2012",
+                                     "methods": ["mcem_map"]}}, {})
+    assert "Reference:" not in md
+    # Caltech: in the pretrained row's group, accuracy in the CNN column
+    b = _block(kind="caltech101", paper_table="caltech101_15")
+    md = tables.render_tables({"c": b}, {("c", "pretrained_svm"): _metrics(test_error_pct=40.0),
+                                         ("c", "cnn"): _metrics(test_error_pct=30.0,
+                                                                class_mean_accuracy_pct=69.0)})
+    lines = md.splitlines()
+    i = next(i for i, l in enumerate(lines) if l.startswith("| Our pretrained model"))
+    assert lines[i + 1].startswith("| Reference:")
+    assert "| CNN, same images: test accuracy (%) |" in md
+    assert _cells(md, "| Our pretrained model")[-1] == "69.00"

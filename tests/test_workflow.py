@@ -243,9 +243,22 @@ def test_smoke_end_to_end_tables(smoke_run):
     pred = (repo / "results/mnist_smoke/pretrained_svm/predictions.csv").read_text().splitlines()
     assert pred[0].startswith("test_index,label,predicted,score_0") and len(pred) == 201
     for l in (1, 2):
-        for kind in ("dictionary", "trace"):
+        for kind in ("dictionary", "trace", "activity"):
             png = repo / f"results/mnist_smoke/figures/pretrain_layer{l}_{kind}.png"
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        with np.load(repo / f"results/mnist_smoke/pretrain/layer{l}.npz") as z:
+            assert -1.0 <= float(z["activity_ink"]) <= 1.0
+    # the mixing diagnostics of both feature routes, and the block-posterior row
+    for method, png in (("pretrained_svm", "features_layer1_activity.png"),
+                        ("pretrained_block_svm", "block_features_layer1_activity.png")):
+        mix = json.loads((repo / f"results/mnist_smoke/{method}/mixing.json").read_text())
+        assert -1.0 <= mix["activity_ink_layer1"] <= 1.0 and mix["images"] == 300
+        assert np.shape(mix["activity_map_layer1"]) == np.shape(mix["ink_map_layer1"])
+        assert (repo / f"results/mnist_smoke/figures/{png}").read_bytes()[:4] == b"\x89PNG"
+    block = next(l for l in md.splitlines() if l.startswith("| Our pretrained model, block"))
+    mb = json.loads((repo / "results/mnist_smoke/pretrained_block_svm/metrics.json").read_text())
+    assert mb["n_train"] == 300 and mb["n_test"] == 200
+    assert float(block.strip("|").split("|")[1]) == pytest.approx(mb["test_error_pct"], abs=0.006)
     # the checkpoint folders are gone once the layers are written
     assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
 

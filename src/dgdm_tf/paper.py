@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 #: every method id the results tables know about (a dataset's ``methods:`` entries)
 METHOD_LABELS: dict[str, str] = {
     "pretrained_svm": "Our pretrained model + SVM (2 step)",
+    # ours, not the paper's: the pretrained model's block posteriors given the image alone
+    # (dgdm_tf.block_posterior), and a reference row (dgdm_tf.encoder), beside pretrained_svm
+    "pretrained_block_svm": "Our pretrained model, block posteriors + SVM",
+    "encoder_svm": "Reference: learned layer-1 dictionary + soft-threshold encoder + SVM",
     "unsupervised_svm": "Our unsupervised model + SVM (2 step)",
     "supervised": "Our supervised model",
     # the paper's CNN baseline: the model's conv layers, 2 FC-1024 with dropout, softmax

@@ -81,7 +81,8 @@ def plot_activity(activity: np.ndarray, ink: np.ndarray, r: float,
     """Mean |pooled feature| per cell beside the mean ink under each cell
     (:mod:`dgdm_tf.mixing`): a sampler that follows the image shows the same picture twice;
     one that follows its scan order shows the colour grid on the left."""
-    fig, axes = plt.subplots(1, 2, figsize=(5.6, 2.8))
+    fig, axes = plt.subplots(1, 2, figsize=(5.6, 3.3))
+    fig.subplots_adjust(top=0.78)  # room for the two-line title above the panel titles
     for ax, img, name in ((axes[0], activity, "mean |feature| per cell"),
                           (axes[1], ink, "mean ink under each cell")):
         ax.imshow(img, cmap="magma", interpolation="nearest")

@@ -1,11 +1,33 @@
 """``results/tables.md``: our numbers beside the paper's, one table per configured dataset.
 
 Input: the workflow config's ``datasets`` mapping and the ``metrics.json`` of every run
-(``results/{dataset}/{method}/metrics.json``, written by the ``svm`` and ``cnn`` rules).
+(``results/{dataset}/{method}/metrics.json``, written by the ``svm``, ``cnn`` and other
+method rules; ``results/{dataset}/cnn_at/{method}/metrics.json``, the CNN peers below).
 Output: Markdown, one table per dataset, one row per method of the paper's table for it
 (:mod:`dgdm_tf.paper`), columns: method, ours, paper, config file, data size
 (train / test), wall time. Rows of the paper's peers show "—" for ours; rows of our
-methods that did not run say why. Nothing is computed here that a run did not record.
+methods that did not run say why.
+
+Additions of ours, not in the paper:
+
+- ``pretrained_block_svm`` ("Our pretrained model, block posteriors + SVM",
+  :mod:`dgdm_tf.block_posterior`), under ``pretrained_svm`` when it runs: the same
+  pretrained layers and SVM on the same images, each block's posterior given the image
+  alone as features instead of Gibbs posterior means (docs/design.md, "Mixing");
+
+- a reference row, ``encoder_svm`` ("Reference: learned layer-1 dictionary +
+  soft-threshold encoder + SVM", :mod:`dgdm_tf.encoder`), placed under the
+  ``pretrained_svm`` row in every table of a dataset that runs ``pretrained_svm`` (or
+  ``encoder_svm``): the same layer-1 dictionary and the same SVM on the same images,
+  features from a deterministic encoder instead of Gibbs inference;
+- when the dataset runs ``cnn``, a last column "CNN, same images": for each of our Gibbs
+  rows (``pretrained_svm``, ``unsupervised_svm``, ``supervised``), the test error (or
+  accuracy, as the table's metric) of the same-shape CNN trained and tested on exactly
+  that row's train / test images (:func:`row_subsets`, :func:`cnn_peer_run`): the
+  ``cnn`` run itself where the row uses the dataset's ``n_train`` / ``n_test`` subsets,
+  else ``results/{dataset}/cnn_at/{method}/``.
+
+Nothing is computed here that a run did not record.
 """
 
 from __future__ import annotations
@@ -18,10 +40,65 @@ from typing import Any, Iterable, Mapping
 from .paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 
 #: methods the workflow has rules for (keep in sync with the config schema's enum)
-IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervised", "cnn",
-                                         "mcem_map", "model_averaging", "imagenet_transfer")
+IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "pretrained_block_svm", "encoder_svm",
+                                         "unsupervised_svm", "supervised", "cnn", "mcem_map",
+                                         "model_averaging", "imagenet_transfer")
+
+#: our rows whose features come from the Gibbs samplers: each gets a "CNN, same images" cell
+GIBBS_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervised")
+#: the reference row shown under pretrained_svm (dgdm_tf.encoder)
+ENCODER_METHOD = "encoder_svm"
+#: the pretrained model's block posteriors given the image alone (dgdm_tf.block_posterior)
+BLOCK_METHOD = "pretrained_block_svm"
 
 DASH = "—"
+
+
+def row_subsets(block: Mapping[str, Any], method: str) -> dict[str, int | None] | None:
+    """Which images a row of ours trains and tests on, as the workflow's scripts pick
+    them: the dataset's seeded, stratified ``n_train`` / ``n_test`` subsets of each split
+    (``_common.split_subset``), then their first ``own`` images; returned as
+    ``{"train": own, "test": own}`` (None = the whole subset). ``pretrained_svm``,
+    ``encoder_svm`` and ``cnn``: the whole subsets; ``unsupervised_svm``:
+    ``topdown_features.n_train`` / ``n_test``; ``supervised``: ``supervised.n_train`` /
+    ``n_test``. None for the other methods (their own data paths)."""
+    if method in ("pretrained_svm", BLOCK_METHOD, ENCODER_METHOD, "cnn"):
+        return {"train": None, "test": None}
+    key = {"unsupervised_svm": "topdown_features", "supervised": "supervised"}.get(method)
+    if key is None:
+        return None
+    sub = block.get(key) or {}
+    return {"train": sub.get("n_train"), "test": sub.get("n_test")}
+
+
+def _whole(own: int | None, size: int | None) -> bool:
+    """Is the first ``own`` of a subset of ``size`` (None: all) the whole subset?"""
+    return own is None or (size is not None and int(own) >= int(size))
+
+
+def cnn_peer_run(block: Mapping[str, Any], method: str) -> str | None:
+    """The run directory, under ``results/<dataset>/``, of the CNN trained and tested on
+    the same images as our Gibbs row ``method``: ``"cnn"`` when the row uses the
+    dataset's whole ``n_train`` / ``n_test`` subsets (the ``cnn`` method's own images),
+    else ``"cnn_at/<method>"`` (rule ``cnn_at``). None when there is none: the dataset
+    does not run ``cnn`` or ``method``, or ``method`` is not a Gibbs row."""
+    enabled = list(block.get("methods", []) or [])
+    if method not in GIBBS_METHODS or method not in enabled or "cnn" not in enabled:
+        return None
+    own = row_subsets(block, method) or {}
+    if all(_whole(own.get(s), block.get(f"n_{s}")) for s in ("train", "test")):
+        return "cnn"
+    return f"cnn_at/{method}"
+
+
+def cnn_peer_runs(block: Mapping[str, Any]) -> dict[str, str]:
+    """Gibbs row -> :func:`cnn_peer_run` of every row of ``block`` that has one."""
+    out = {}
+    for method in GIBBS_METHODS:
+        run = cnn_peer_run(block, method)
+        if run is not None:
+            out[method] = run
+    return out
 
 
 def metrics_path(results_dir: str | os.PathLike, dataset: str, method: str) -> Path:
@@ -37,6 +114,10 @@ def load_metrics(results_dir: str | os.PathLike, datasets: Mapping[str, Mapping[
             p = metrics_path(results_dir, ds, method)
             if p.exists():
                 out[(ds, method)] = json.loads(p.read_text())
+        for run in cnn_peer_runs(block).values():  # the CNN at the Gibbs rows' sizes
+            p = Path(results_dir) / ds / run / "metrics.json"
+            if run != "cnn" and p.exists():
+                out[(ds, run)] = json.loads(p.read_text())
         p = Path(results_dir) / ds / "inpainting" / "metrics.json"
         if p.exists():  # missing-data interpolation: a table of its own under the dataset's
             out[(ds, "inpainting")] = json.loads(p.read_text())
@@ -108,6 +189,10 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
     """One line with the settings a run used, read from its metrics.json."""
     if method == "cnn":
         return _cnn_note(m)
+    if method == ENCODER_METHOD:
+        return _encoder_note(m)
+    if method == BLOCK_METHOD:
+        return _block_note(m)
     if method in ("mcem_map", "model_averaging", "imagenet_transfer"):
         return _mcem_note(method, m)
     cfg = m.get("config", {}) or {}
@@ -185,6 +270,45 @@ def _mcem_note(method: str, m: Mapping[str, Any]) -> str:
     return text + "."
 
 
+def _encoder_note(m: Mapping[str, Any]) -> str:
+    """The reference row's settings (dgdm_tf.encoder), from its metrics.json."""
+    cfg = m.get("config", {}) or {}
+    enc = cfg.get("encoder") or {}
+    pre = cfg.get("pretrain") or {}
+    svm = cfg.get("svm") or {}
+    layers = (cfg.get("model") or {}).get("layers") or [{}]
+    p = layers[0].get("pool")
+    k = (m.get("dict_sizes") or [None])[0]
+    bits = [f"pretraining's layer-1 dictionary ({k} elements kept; pretrained on "
+            f"{m.get('pretrain_n_images', pre.get('n_images'))} images, "
+            f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps)",
+            "no sampling: soft-threshold encoder (Coates & Ng 2011; correlation with each "
+            f"unit-norm element, max(c - {enc.get('alpha')}, 0) and max(-c - "
+            f"{enc.get('alpha')}, 0), {p}x{p} max-pool) giving {m.get('n_features')} features",
+            f"the SVM of `pretrained_svm` ({svm.get('burn_in')} burn-in + "
+            f"{svm.get('collect')} collection) on its images"]
+    if m.get("train_error_pct") is not None:
+        bits.append(f"train error {m['train_error_pct']:.2f}%")
+    return f"`{ENCODER_METHOD}` (ours, not in the paper) ran with " + "; ".join(bits) + "."
+
+
+def _block_note(m: Mapping[str, Any]) -> str:
+    """The block-posterior row's settings (dgdm_tf.block_posterior), from its metrics.json."""
+    cfg = m.get("config", {}) or {}
+    blk = cfg.get("block_features") or {}
+    svm = cfg.get("svm") or {}
+    bits = [f"the pretrained layers of `pretrained_svm` ({m.get('dict_sizes')} elements kept)",
+            "no sampling: each block's posterior mean given the image alone (every other "
+            f"block off, theta at the chains' start, {blk.get('off')} on off; the pretrained "
+            "D, gamma_w and mean gamma_e), layer by layer, giving "
+            f"{m.get('n_features')} features",
+            f"the SVM of `pretrained_svm` ({svm.get('burn_in')} burn-in + "
+            f"{svm.get('collect')} collection) on its images; why: docs/design.md, \"Mixing\""]
+    if m.get("train_error_pct") is not None:
+        bits.append(f"train error {m['train_error_pct']:.2f}%")
+    return f"`{BLOCK_METHOD}` (ours, not in the paper) ran with " + "; ".join(bits) + "."
+
+
 def _cnn_note(m: Mapping[str, Any]) -> str:
     """The CNN baseline's settings and its best epoch, from its metrics.json."""
     cfg = m.get("config", {}) or {}
@@ -219,39 +343,63 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
             for mth in dict.fromkeys(enabled + list(implemented)))
         title = f"`{ds}` (own data, kind `{block.get('kind')}`; no paper reference)"
     else:
-        metric, rows = table.metric, table.rows
+        metric, rows = table.metric, _with_our_rows(table.rows, enabled)
         title = f"`{ds}`: {table.title} ({table.source})"
+
+    # the CNN at each Gibbs row's own images: a last column, where the dataset runs cnn
+    peers = cnn_peer_runs(block)
+    cnn_col = "cnn" in enabled
+    n_cols = 7 if cnn_col else 6
+
+    def peer_cell(method: str | None) -> list[str]:
+        if not cnn_col:
+            return []
+        run = peers.get(method) if method is not None else None
+        if run is None:
+            return [DASH]
+        m = metrics.get((ds, run))
+        if m is None:
+            return [f"missing (no `results/{ds}/{run}/metrics.json`)"]
+        return [_ours_value(metric, m)]
 
     out = [f"## {title}", ""]
     out.append(_row(["method", f"ours: {METRIC_HEADERS[metric]}",
                      f"paper: {METRIC_HEADERS[metric]}", "config file",
-                     "data size (train / test)", "wall time"]))
-    out.append(_row(["---"] * 6))
+                     "data size (train / test)", "wall time"]
+                    + ([f"CNN, same images: {METRIC_HEADERS[metric]}"] if cnn_col else [])))
+    out.append(_row(["---"] * n_cols))
     group = ""
     notes: list[str] = []
     for r in rows:
         if r.group and r.group != group:
             group = r.group
-            out.append(_row([f"*{group}*", "", "", "", "", ""]))
+            out.append(_row([f"*{group}*"] + [""] * (n_cols - 1)))
         if r.method is None:
-            out.append(_row([r.label, DASH, _fmt_value(r.value), DASH, DASH, DASH]))
+            out.append(_row([r.label, DASH, _fmt_value(r.value), DASH, DASH, DASH]
+                            + peer_cell(None)))
             continue
         m = metrics.get((ds, r.method)) if r.method in enabled else None
         if r.method not in enabled:
             ours = _not_run(ds, r.method, enabled, implemented)
-            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]))
+            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]
+                            + peer_cell(None)))
         elif m is None:
             ours = f"missing (no `results/{ds}/{r.method}/metrics.json`)"
-            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]))
+            out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]
+                            + peer_cell(r.method)))
         else:
             cfgf = m.get("config_file") or DASH
             size = f"{m.get('n_train', DASH)} / {m.get('n_test', DASH)}"
             out.append(_row([r.label, _ours_value(metric, m), _fmt_value(r.value),
-                             f"`{cfgf}`", size, format_seconds(m.get("wall_seconds"))]))
+                             f"`{cfgf}`", size, format_seconds(m.get("wall_seconds"))]
+                            + peer_cell(r.method)))
             note = _run_note(ds, r.method, m)
             if note:
                 notes.append(note)
     out.append("")
+    if cnn_col and peers:
+        out.append(_cnn_peer_note(ds, peers, metrics))
+        out.append("")
     if table is not None and table.paper_dict_sizes:
         out.append(f"Paper's dictionary sizes per layer: "
                    f"{', '.join(map(str, table.paper_dict_sizes))} "
@@ -263,6 +411,38 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
     if (ds, "inpainting") in metrics:
         out.append(render_inpainting(ds, metrics[(ds, "inpainting")]))
     return "\n".join(out)
+
+
+def _with_our_rows(rows: tuple[PaperRow, ...], enabled: list[str]) -> tuple[PaperRow, ...]:
+    """A paper table's rows plus our rows of the pretrained layers, right under the
+    pretrained_svm row (in its group): pretrained_block_svm when it runs, the reference
+    encoder_svm when pretrained_svm or encoder_svm runs; at the end if the table has no
+    pretrained_svm row."""
+    ours = [m for m in (BLOCK_METHOD, ENCODER_METHOD)
+            if m not in [r.method for r in rows]
+            and (m in enabled or (m == ENCODER_METHOD and "pretrained_svm" in enabled))]
+    out = list(rows)
+    at = next((i for i, r in enumerate(out) if r.method == "pretrained_svm"), None)
+    group = out[at].group if at is not None else ""
+    for j, method in enumerate(ours):
+        row = PaperRow(METHOD_LABELS[method], None, method, group)
+        out.insert(len(out) if at is None else at + 1 + j, row)
+    return tuple(out)
+
+
+def _cnn_peer_note(ds: str, peers: Mapping[str, str],
+                   metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """What the "CNN, same images" column holds, run by run."""
+    bits = []
+    for method, run in peers.items():
+        m = metrics.get((ds, run))
+        size = f"{m.get('n_train')} / {m.get('n_test')} images" if m else "not run yet"
+        where = ("the `cnn` run itself" if run == "cnn"
+                 else f"`results/{ds}/{run}/`")
+        bits.append(f"`{method}`: {where} ({size})")
+    return ('"CNN, same images": the same-shape CNN (settings of `cnn`) trained and tested '
+            "on exactly the train / test images of that row, the same seeded subsets; "
+            + "; ".join(bits) + ".")
 
 
 def render_tables(datasets: Mapping[str, Mapping[str, Any]],
@@ -279,7 +459,8 @@ def render_tables(datasets: Mapping[str, Mapping[str, Any]],
         "(a peer we do not rerun, or a row the paper does not report). Our runs may "
         "use subsets and shorter chains than the paper: the data size column and the "
         "notes under each table say what ran. Wall time is summed over the rules that "
-        "produced the number (prepare, pretraining layers, features, SVM; for the CNN: "
+        "produced the number (prepare, pretraining layers, features, SVM; for the "
+        "reference row: prepare, layer 1's pretraining, the encoder, SVM; for the CNN: "
         "prepare, then training and scoring).",
         "",
     ]

@@ -2,10 +2,16 @@
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+
+# the repository's library first (as workflow/scripts/_common.py does for the scripts):
+# the rules below ask dgdm_tf.tables which images each row uses (light: no TensorFlow)
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from dgdm_tf.tables import cnn_peer_runs, row_subsets  # noqa: E402
 
 SCHEMA_FILE = "../schemas/config.schema.yaml"  # relative to this file
 

@@ -7,7 +7,9 @@ rule features:
         data="results/{ds}/data/prepared.npz",
         layers=all_layer_files,
     output:
-        "results/{ds}/pretrained_svm/features.npz",
+        features="results/{ds}/pretrained_svm/features.npz",
+        mixing="results/{ds}/pretrained_svm/mixing.json",
+        activity_png="results/{ds}/figures/features_layer1_activity.png",
     params:
         pools=lambda wc: [L["pool"] for L in ds_cfg(wc.ds)["model"]["layers"]],
         features=lambda wc: ds_cfg(wc.ds)["features"],

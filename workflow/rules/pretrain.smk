@@ -17,6 +17,7 @@ rule pretrain_layer:
         trace="results/{ds}/pretrain/layer{l}_trace.tsv",
         dictionary_png="results/{ds}/figures/pretrain_layer{l}_dictionary.png",
         trace_png="results/{ds}/figures/pretrain_layer{l}_trace.png",
+        activity_png="results/{ds}/figures/pretrain_layer{l}_activity.png",
     params:
         layer=lambda wc: ds_cfg(wc.ds)["model"]["layers"][int(wc.l) - 1],
         pretrain=lambda wc: ds_cfg(wc.ds)["pretrain"],

@@ -6,6 +6,8 @@ def svm_inputs(wc):
     out = {"features": f"results/{wc.ds}/{wc.method}/features.npz",
            "summary": f"results/{wc.ds}/data/summary.json",
            "layers": all_layer_files(wc)}
+    if wc.method == "encoder_svm":  # the reference row encodes with layer 1 alone
+        out["layers"] = out["layers"][:1]
     if wc.method == "unsupervised_svm":
         out["refine"] = f"results/{wc.ds}/refine/model.npz"
         # the same SVM on the pretrained features of the same images: what refinement adds
@@ -15,7 +17,9 @@ def svm_inputs(wc):
 
 rule svm:
     """One-vs-all Bayesian SVM (Polson & Scott 2011) on {ds}'s features of {method}:
-    pretrained (pretrained_svm) or refined top-down (unsupervised_svm)."""
+    pretrained (pretrained_svm: Gibbs posterior means; pretrained_block_svm: block
+    posteriors given the image alone), refined top-down (unsupervised_svm) or the reference
+    row's soft-threshold encoder on the layer-1 dictionary (encoder_svm)."""
     input:
         unpack(svm_inputs),
     output:
@@ -23,7 +27,7 @@ rule svm:
         predictions="results/{ds}/{method}/predictions.csv",
         config="results/{ds}/{method}/config.yaml",
     wildcard_constraints:
-        method="pretrained_svm|unsupervised_svm",
+        method="pretrained_svm|pretrained_block_svm|unsupervised_svm|encoder_svm",
     params:
         svm=lambda wc: ds_cfg(wc.ds)["svm"],
         run_config=lambda wc: run_config(wc.ds),

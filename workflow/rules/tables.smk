@@ -14,6 +14,9 @@ rule tables:
         # Fig. 2's comparison, where the supervised model runs
         supervised=[f"results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png"
                     for ds, b in DATASETS.items() if "supervised" in b["methods"]],
+        # the CNN on each Gibbs row's own images ("CNN, same images"), where cnn runs
+        cnn_at=[f"results/{ds}/cnn_at/{m}/metrics.json" for ds in DATASETS
+                for m in cnn_at_rows(ds)],
     output:
         "results/tables.md",
     params:

@@ -96,6 +96,19 @@ def subset_seeds(seed: int, ds: str) -> dict:
     return {split: seed_for(seed, ds, "subset", split) for split in ("train", "test")}
 
 
+def load_layers(paths):
+    """(dictionaries, gamma_ws, mean gamma_es) of pretrained layer files, bottom up."""
+    import numpy as np
+
+    dictionaries, gamma_ws, gamma_es = [], [], []
+    for path in paths:
+        with np.load(path) as z:
+            dictionaries.append(np.asarray(z["D"], dtype=np.float32))
+            gamma_ws.append(float(z["gamma_w"]))
+            gamma_es.append(float(np.mean(z["gamma_e"])))
+    return dictionaries, gamma_ws, gamma_es
+
+
 def split_subset(d, split: str, size, own, seed: int, ds: str):
     """(x, labels, indices) of the methods' shared seeded subset of `split` (`size`
     images, stratified), then its first `own` (None: all of it)."""

@@ -1,13 +1,14 @@
-"""rule cnn: the CNN baseline "CNN, same shape" (dgdm_tf.cnn.train_cnn) on the n_train /
-n_test subsets the SVM uses; metrics.json (with the per-epoch curve), curve.csv,
-predictions.csv and the run's resolved config (config.yaml) in results/{ds}/cnn/."""
+"""rules cnn and cnn_at: the CNN baseline "CNN, same shape" (dgdm_tf.cnn.train_cnn) on
+the n_train / n_test subsets the SVM uses (cnn), or on exactly the images of one Gibbs
+row (cnn_at: the first `subsets` images of the same subsets, as that row's script takes
+them); metrics.json (with the per-epoch curve), curve.csv, predictions.csv and the run's
+resolved config (config.yaml) in results/{ds}/cnn/ or results/{ds}/cnn_at/{row}/."""
 
 import json
 import platform
 import time
 
-from _common import (elapsed, plain, progress, seed_for, start, subset_indices,
-                     write_resolved_config)
+from _common import elapsed, plain, progress, seed_for, split_subset, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
 
@@ -30,14 +31,16 @@ layers = block["model"]["layers"]
 d = data.load_prepared(snakemake.input.data)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
+# cnn_at: the Gibbs row whose images these are, and how many of each subset it takes
+row = run_cfg.get("same_images_as")
+own = run_cfg.get("subsets") or {}
 split = {}
 for name, size in (("train", block["n_train"]), ("test", block["n_test"])):
-    x_all, y_all = d[f"x_{name}"], d[f"y_{name}"]
-    # the same seeded subsets as the features / SVM of pretrained_svm
-    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", name), labels=y_all)
-    split[name] = (np.ascontiguousarray(x_all[idx], dtype=np.float32),
-                   np.asarray(y_all[idx], dtype=np.int64), idx)
-    progress(f"{ds}: {len(idx)} of {len(x_all)} {name} images")
+    # the same seeded subsets as the features / SVM of pretrained_svm (then, for a row
+    # of its own sizes, their first images, as that row's script takes them)
+    split[name] = split_subset(d, name, size, own.get(name), seed, ds)
+    progress(f"{ds}: {len(split[name][2])} of {len(d[f'x_{name}'])} {name} images"
+             + (f" (the images of {row})" if row else ""))
 del d
 
 (x_train, y_train, _), (x_test, y_test, idx_test) = split["train"], split["test"]
@@ -65,6 +68,7 @@ write_resolved_config(snakemake.output.config, snakemake.params.config_files, me
 metrics = {
     "dataset": ds,
     "method": method,
+    "same_images_as": row,
     "test_error_pct": out["test_error_pct"],
     "test_accuracy_pct": 100.0 - out["test_error_pct"],
     "class_mean_accuracy_pct": class_mean_accuracy(y_test, out["test_predictions"], n_classes),

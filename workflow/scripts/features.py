@@ -5,13 +5,13 @@ permutation, so they are the same for every method run with the same seed."""
 
 import json
 
-from _common import elapsed, plain, progress, seed_for, start, subset_indices
+from _common import elapsed, load_layers, plain, progress, seed_for, start, subset_indices
 
 start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, features  # noqa: E402
+from dgdm_tf import atomic_io, data, features, mixing, plots  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -19,16 +19,13 @@ fcfg = plain(snakemake.params.features)
 hyper = plain(snakemake.params.hyper)
 pools = [int(p) for p in snakemake.params.pools]
 
-dictionaries, gamma_ws, gamma_e_inits = [], [], []
-for path in snakemake.input.layers:
-    with np.load(path) as z:
-        dictionaries.append(np.asarray(z["D"], dtype=np.float32))
-        gamma_ws.append(float(z["gamma_w"]))
-        # each chain starts at the layer's mean pretrained noise precision
-        gamma_e_inits.append(float(np.mean(z["gamma_e"])))
+# each chain starts at the layer's mean pretrained noise precision
+dictionaries, gamma_ws, gamma_e_inits = load_layers(snakemake.input.layers)
 progress(f"{ds}: dictionaries {[d.shape for d in dictionaries]}, pools {pools}, "
          f"gamma_w {gamma_ws}")
 
+# tempered burn-in (dgdm_tf.anneal): the first fraction of each chain's burn-in
+anneal_sweeps = int(round(float(fcfg["anneal_fraction"]) * int(fcfg["burn_in"])))
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
@@ -36,12 +33,25 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
     idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
     x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
     progress(f"{ds}: inferring features of {len(idx)} of {len(x_all)} {split} images")
+    per_layer = []
     f = features.infer_features(
         x, dictionaries, pools, gamma_ws=gamma_ws, gamma_e_inits=gamma_e_inits,
         seed=seed_for(seed, ds, "features", split),
         burn_in=int(fcfg["burn_in"]), collect=int(fcfg["collect"]),
         batch_size=int(fcfg["batch_size"]), hyper=hyper,
-        jit_compile=bool(fcfg["jit_compile"]), progress=progress)
+        jit_compile=bool(fcfg["jit_compile"]), anneal_sweeps=anneal_sweeps,
+        anneal_ratio=float(fcfg["anneal_ratio"]), anneal_start=float(fcfg["anneal_start"]),
+        layer_outputs=per_layer, progress=progress)
+    if split == "train":  # does layer 1's activity follow the ink, or the scan order?
+        h1, dh = per_layer[0], dictionaries[0].shape[0]
+        r = mixing.activity_ink_correlation(h1, x, dh, pools[0])
+        diag = {"activity_ink_layer1": r, "images": int(len(x)),
+                "activity_map_layer1": mixing.activity_map(h1).round(6).tolist(),
+                "ink_map_layer1": mixing.ink_per_cell(x, dh, pools[0]).round(6).tolist()}
+        progress(f"{ds}: layer-1 activity-ink correlation {r:.3f} ({len(x)} train images)")
+        plots.plot_activity(mixing.activity_map(h1), mixing.ink_per_cell(x, dh, pools[0]), r,
+                            snakemake.output.activity_png,
+                            f"{ds}: layer-1 features (pretrained_svm), {len(x)} train images")
     f = np.asarray(f, dtype=np.float32)
     progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")
     out[f"f_{split}"] = f
@@ -50,7 +60,8 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
 
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
-atomic_io.save_npz(snakemake.output[0], **out, n_classes=np.int64(n_classes),
+atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
+atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
                    wall_seconds=np.float64(elapsed()),
                    features_config=np.array(json.dumps(fcfg)))
 progress(f"done in {elapsed():.1f} s")

@@ -17,7 +17,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, chain, data, plots  # noqa: E402
+from dgdm_tf import atomic_io, chain, data, mixing, plots  # noqa: E402
 
 ds = snakemake.wildcards.ds
 l = int(snakemake.wildcards.l)
@@ -55,6 +55,9 @@ out = chain.run_pretrain_layer(
     checkpoint_every=int(pre["checkpoint_every"]),
     trace_path=str(ckpt / "trace.tsv"),
     jit_compile=bool(pre["jit_compile"]),
+    anneal_sweeps=int(round(float(pre["anneal_fraction"]) * int(pre["burn_in"]))),
+    anneal_ratio=float(pre["anneal_ratio"]),
+    anneal_start=float(pre["anneal_start"]),
     progress=progress,
 )
 kept = np.asarray(out["kept"])
@@ -64,8 +67,18 @@ progress(f"{ds} layer {l}: kept {len(kept)} of {layer['n_dict']} dictionary elem
          f"D {np.shape(out['D'])}, x_next {np.shape(out['x_next'])}, "
          f"{out['sweeps']} sweeps, chain {chain_seconds:.1f} s, script {wall:.1f} s")
 
+# Does the layer's pooled activity follow its input's ink, or the sampler's scan order?
+activity, ink = mixing.activity_map(out["x_next"]), mixing.ink_per_cell(
+    x, int(layer["dict_size"]), int(layer["pool"]))
+activity_ink = mixing.activity_ink_correlation(out["x_next"], x, int(layer["dict_size"]),
+                                               int(layer["pool"]))
+progress(f"{ds} layer {l}: activity-ink correlation of x_next {activity_ink:.3f}")
+plots.plot_activity(activity, ink, activity_ink, snakemake.output.activity_png,
+                    f"{ds}: layer {l} pretraining, pooled features (x_next) of {len(x)} inputs")
+
 atomic_io.save_npz(
     snakemake.output.layer,
+    activity_ink=np.float64(activity_ink),
     D=np.asarray(out["D"], dtype=np.float32),
     kept=kept,
     usage=np.asarray(out["usage"]),

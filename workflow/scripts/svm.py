@@ -1,5 +1,6 @@
-"""rule svm: one-vs-all Bayesian SVM on the features; metrics.json, predictions.csv and
-the run's resolved config (config.yaml) in the run directory."""
+"""rule svm: one-vs-all Bayesian SVM on the features (pretrained_svm, unsupervised_svm,
+or the reference row encoder_svm); metrics.json, predictions.csv and the run's resolved
+config (config.yaml) in the run directory."""
 
 import json
 
@@ -75,7 +76,7 @@ if "refine" in snakemake.input.keys():
     by_step["topdown_features"] = features_seconds
 else:
     refine_n_images = None
-    by_step["features"] = features_seconds
+    by_step["encoder_features" if method == "encoder_svm" else "features"] = features_seconds
 by_step["svm"] = elapsed()
 
 pred = pd.DataFrame({"test_index": idx_test, "label": y_test, "predicted": pred_test})

@@ -1,0 +1,58 @@
+"""rule block_features: features of pretrained_block_svm -- every block's posterior mean
+given the image alone, layer by layer, with the pretrained dictionaries, gamma_w and
+mean gamma_e (dgdm_tf.block_posterior) -- for the train / test subsets of pretrained_svm
+(the same seeded subsets: `_common.split_subset`). Writes layer 1's activity-ink
+correlation (dgdm_tf.mixing) beside them."""
+
+import json
+
+from _common import elapsed, load_layers, plain, progress, split_subset, start
+
+start(snakemake, tensorflow=True)
+
+import numpy as np  # noqa: E402
+
+from dgdm_tf import atomic_io, block_posterior, data, mixing, plots  # noqa: E402
+
+ds = snakemake.wildcards.ds
+seed = int(snakemake.params.seed)
+cfg = plain(snakemake.params.block)
+pools = [int(p) for p in snakemake.params.pools]
+dictionaries, gamma_ws, gamma_es = load_layers(snakemake.input.layers)
+progress(f"{ds}: dictionaries {[d.shape for d in dictionaries]}, pools {pools}, "
+         f"gamma_w {gamma_ws}, gamma_e {gamma_es}, {cfg}")
+kw = dict(gamma_ws=gamma_ws, gamma_es=gamma_es, off=float(cfg["off"]),
+          batch_size=int(cfg["batch_size"]))
+
+d = data.load_prepared(snakemake.input.data)
+out = {}
+for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
+    x, y, idx = split_subset(d, split, size, None, seed, ds)
+    progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
+    out[f"f_{split}"] = block_posterior.block_posterior_features(
+        x, dictionaries, pools, progress=progress, **kw)
+    out[f"y_{split}"] = y
+    out[f"idx_{split}"] = idx
+    if split == "train":
+        h1 = block_posterior.block_posterior_layer(
+            x, dictionaries[0], pools[0], gamma_w=gamma_ws[0], gamma_e=gamma_es[0],
+            off=kw["off"], batch_size=kw["batch_size"])
+        dh = dictionaries[0].shape[0]
+        r = mixing.activity_ink_correlation(h1, x, dh, pools[0])
+        activity, ink = mixing.activity_map(h1), mixing.ink_per_cell(x, dh, pools[0])
+        diag = {"activity_ink_layer1": r, "images": int(len(x)),
+                "activity_map_layer1": activity.round(6).tolist(),
+                "ink_map_layer1": ink.round(6).tolist()}
+        progress(f"{ds}: layer-1 activity-ink correlation {r:.3f}")
+        plots.plot_activity(activity, ink, r, snakemake.output.activity_png,
+                            f"{ds}: layer-1 block posteriors (pretrained_block_svm), "
+                            f"{len(x)} train images")
+    progress(f"{ds}: {split} features {out[f'f_{split}'].shape} ({elapsed():.1f} s so far)")
+    del x
+
+n_classes = len(d["class_names"]) if "class_names" in d else int(
+    max(d["y_train"].max(), d["y_test"].max()) + 1)
+atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
+atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
+                   wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+progress(f"done in {elapsed():.1f} s")
