@@ -18,7 +18,7 @@ Additions of ours, not in the paper:
 - a reference row, ``encoder_svm`` ("Reference: learned layer-1 dictionary +
   soft-threshold encoder + SVM", :mod:`dgdm_tf.encoder`), placed under the
   ``pretrained_svm`` row in every table of a dataset that runs ``pretrained_svm`` (or
-  ``encoder_svm``): the same layer-1 dictionary and the same SVM on the same images,
+  ``encoder_svm``; "not run" with how to enable it where only the former runs): the same layer-1 dictionary and the same SVM on the same images,
   features from a deterministic encoder instead of Gibbs inference;
 - when the dataset runs ``cnn``, a last column "CNN, same images": for each of our Gibbs
   rows (``pretrained_svm``, ``unsupervised_svm``, ``supervised``), the test error (or
@@ -222,9 +222,11 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
             f"collection sweeps; top-down features: {td.get('burn_in')} burn-in + "
             f"{td.get('collect')} collection sweeps")
     if pre:
+        tempered = round(float(pre.get("anneal_fraction") or 0) * int(pre.get("burn_in") or 0))
         bits.append(
             f"pretraining on {m.get('pretrain_n_images', pre.get('n_images'))} images, "
-            f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps per layer")
+            f"{pre.get('burn_in')} burn-in + {pre.get('collect')} collection sweeps per layer"
+            + (f" (the first {tempered} burn-in sweeps tempered)" if tempered else ""))
     feat = cfg.get("features") or {}
     if feat and method not in ("unsupervised_svm", "supervised"):
         bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
@@ -416,8 +418,8 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
 def _with_our_rows(rows: tuple[PaperRow, ...], enabled: list[str]) -> tuple[PaperRow, ...]:
     """A paper table's rows plus our rows of the pretrained layers, right under the
     pretrained_svm row (in its group): pretrained_block_svm when it runs, the reference
-    encoder_svm when pretrained_svm or encoder_svm runs; at the end if the table has no
-    pretrained_svm row."""
+    encoder_svm when pretrained_svm or encoder_svm runs (it says how to enable it when it
+    did not run); at the end if the table has no pretrained_svm row."""
     ours = [m for m in (BLOCK_METHOD, ENCODER_METHOD)
             if m not in [r.method for r in rows]
             and (m in enabled or (m == ENCODER_METHOD and "pretrained_svm" in enabled))]
