@@ -108,7 +108,8 @@ def test_cnn_row_in_every_kind_of_table():
                           "methods": ["pretrained_svm", "cnn"]}}
     md = tables.render_tables(datasets, {("mnist", "cnn"): _cnn_metrics()})
     cells = _row(md, "| CNN, same shape |")
-    assert cells[1:] == ["1.24", "—", "`config/config.yaml`", "10000 / 5000", "1 min 28 s"]
+    # the last cell: "CNN, same images" (the CNN row is not a Gibbs row: no peer of its own)
+    assert cells[1:] == ["1.24", "—", "`config/config.yaml`", "10000 / 5000", "1 min 28 s", "—"]
     assert "`cnn` ran with conv 8x8x6 + 3x3 max-pool, 6x6x8; 2 FC 1024" in md
     assert "best test error 0.96% (epoch 8" in md
     assert "missing (no `results/mnist/pretrained_svm/metrics.json`)" in md

@@ -253,6 +253,23 @@ def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
         "missing (no `results/mnist/cnn_at/supervised/metrics.json`)")
 
 
+def test_reference_row_note_says_which_svm_method_fitted_it():
+    datasets = {"mnist": _block()}
+    cfg = {"encoder": {"alpha": 0.25, "svm_method": "em"}, "model": {"layers": [{"pool": 3}]},
+           "pretrain": {"n_images": 1000, "burn_in": 60, "collect": 20},
+           "svm": {"method": "gibbs", "burn_in": 100, "collect": 100}}
+    m = _metrics(n_features=4900, dict_sizes=[50], config=cfg, svm_method="em",
+                 svm_iterations=50, svm_em_last_rel_decrease=0.0123)
+    md = tables.render_tables(datasets, {("mnist", "encoder_svm"): m})
+    assert ("the SVM model of `pretrained_svm` (same prior and hinge settings) fitted by EM "
+            "towards its MAP (50 steps, the objective's last relative decrease 0.012) "
+            "(`encoder.svm_method: em`; `pretrained_svm`: gibbs), on its images") in md
+    # older metrics.json without svm_method: the config says it; gibbs names its sweeps
+    cfg["encoder"]["svm_method"] = "gibbs"
+    md = tables.render_tables(datasets, {("mnist", "encoder_svm"): _metrics(config=cfg)})
+    assert "the SVM of `pretrained_svm` fitted by Gibbs (100 burn-in + 100 collection)" in md
+
+
 def test_reference_row_only_where_pretrained_svm_runs():
     md = tables.render_tables({"m": _block(methods=["pretrained_svm"])}, {})
     assert "not run (enable with `methods: [pretrained_svm, encoder_svm]`" in md

@@ -101,7 +101,14 @@ quarter by computing only the lower block-triangle (two row blocks), chunked ove
 C=10 on the 2-core dev machine (shared with other jobs, load 3-11): the Gram matrices
 take 5.1-5.5 CPU-seconds and a whole Gibbs sweep 5.2-7 CPU-seconds (best wall time seen
 3.3 s at load ~3; expect ~3 s on two idle cores), peak RSS 2.6 GB including the float64
-copy of the features; an EM step costs about the same.
+copy of the features; an EM step costs about the same.  Wide features (``C F1^2``
+doubles above :data:`CLASS_BATCH_BYTES`, 256 MB) solve one class at a time
+(:func:`solve_classes`), from the lower triangle only (what the Cholesky reads): the
+batched solve held several ``(C, F1, F1)`` float64 stacks at once.  Measured at
+N = 2000, F1 = 4901, C = 10 (soft-threshold features of MNIST), 1 thread, 3 Gibbs
+sweeps: peak RSS 8.7 GB -> 1.7 GB, 23-26 s a sweep either way; at N = 10000 an EM step
+takes 72-87 s and the fit peaks at 3.4 GB.  Smaller problems (MNIST's 800 pretrained
+features: 51 MB) stay batched, bit for bit as before.
 
 **Randomness.**  Every draw is a ``tf.random.stateless_*`` op.  Sweep ``t`` uses
 ``stateless_fold_in([seed, SALT], t)`` split into one seed per conditional, so the
@@ -122,6 +129,8 @@ DTYPE = tf.float64
 _SALT = 0x5F3  # fixed salt mixed into the user seed for the SVM's random stream
 LAM_MIN = 1e-8
 OMEGA_MIN = 1e-12
+#: the largest ``C x F1 x F1`` float64 stack solved batched (:func:`solve_classes`)
+CLASS_BATCH_BYTES = 256 * 2**20
 
 __all__ = [
     "BayesianSVM",
@@ -136,6 +145,8 @@ __all__ = [
     "resample_kappa",
     "resample_gamma",
     "weighted_gram",
+    "solve_classes",
+    "classwise",
     "em_update_beta",
     "hinge_loss",
     "hinge_objective",
@@ -222,6 +233,18 @@ def weighted_gram(s, w, *, chunk_rows: int = 8192) -> tf.Tensor:
     flops) as one wide GEMM per block and chunk of ``chunk_rows`` rows of ``S`` (so
     memory stays at ~``chunk_rows * C * F/2`` doubles), then mirrors it.
     """
+    low = _gram_lower(s, w, chunk_rows=chunk_rows)
+    if low.shape[-1] < 96 or _t(s).shape[0] is None:
+        return low  # the einsum: already the whole matrix
+    low = tf.linalg.band_part(low, -1, 0)
+    return low + tf.linalg.matrix_transpose(low) - tf.linalg.diag(tf.linalg.diag_part(low))
+
+
+def _gram_lower(s, w, *, chunk_rows: int = 8192) -> tf.Tensor:
+    """``(C, F, F)`` whose lower triangle (diagonal included) is that of
+    :func:`weighted_gram`; above the diagonal it holds zeros and part of the Gram.
+    Enough for ``tf.linalg.cholesky``, which reads the lower triangle only, and
+    without the three more ``(C, F, F)`` temporaries that mirroring costs."""
     s = _t(s)
     w = _t(w)
     n_static = s.shape[0]
@@ -232,26 +255,80 @@ def weighted_gram(s, w, *, chunk_rows: int = 8192) -> tf.Tensor:
     if f < 96 or n_static is None:
         return tf.einsum("nf,cn,ng->cfg", s, w, s)
     edges = [0, (f + 1) // 2, f]
-    blocks = [tf.zeros((c, edges[i + 1] - edges[i], edges[i + 1]), DTYPE) for i in range(2)]
+    blocks = [None, None]
     for j in range(0, n_static, chunk_rows):
         sc = s[j:j + chunk_rows]
         wc = tf.transpose(w[:, j:j + chunk_rows])  # (n, C)
         for i in range(2):
             a, b = edges[i], edges[i + 1]
             ws = tf.reshape(wc[:, :, None] * sc[:, None, a:b], (-1, c * (b - a)))
-            g = tf.matmul(ws, sc[:, :b], transpose_a=True)  # (C*(b-a), b)
-            blocks[i] = blocks[i] + tf.reshape(g, (c, b - a, b))
+            g = tf.reshape(tf.matmul(ws, sc[:, :b], transpose_a=True), (c, b - a, b))
+            blocks[i] = g if blocks[i] is None else blocks[i] + g
     rows = [tf.pad(blk, [[0, 0], [0, 0], [0, f - edges[i + 1]]]) for i, blk in enumerate(blocks)]
-    low = tf.linalg.band_part(tf.concat(rows, axis=1), -1, 0)
-    return low + tf.linalg.matrix_transpose(low) - tf.linalg.diag(tf.linalg.diag_part(low))
+    return tf.concat(rows, axis=1)
+
+
+def _add_diag(gram, diag):
+    """``gram + diag(diag)`` without a dense ``diag`` matrix (the same values)."""
+    diag = tf.broadcast_to(_t(diag), tf.shape(gram)[:-1])
+    return tf.linalg.set_diag(gram, tf.linalg.diag_part(gram) + diag)
 
 
 def _beta_precision(lam_inv_w, omega, s):
     """Precision ``gram(s, w) + diag(1/omega)`` with ``omega`` ``(C, F1)`` or ``(F1,)``."""
-    gram = weighted_gram(s, lam_inv_w)
-    prior_prec = 1.0 / _t(omega)
-    prior_prec = tf.broadcast_to(prior_prec, tf.shape(gram)[:-1])
-    return gram + tf.linalg.diag(prior_prec)
+    return _add_diag(weighted_gram(s, lam_inv_w), 1.0 / _t(omega))
+
+
+def classwise(n_classes: int, n_coef: int) -> bool:
+    """Do the ``beta`` solves go one class at a time?  When the ``C`` stacked ``F1 x F1``
+    float64 matrices would exceed :data:`CLASS_BATCH_BYTES` (see :func:`solve_classes`)."""
+    return 8 * int(n_classes) * int(n_coef) ** 2 > CLASS_BATCH_BYTES
+
+
+def solve_classes(s, w, prior_prec, rhs, z=None) -> tf.Tensor:
+    """The Gaussian solve of every class: ``(C, F1)`` rows ``P_l^-1 rhs_l`` (``+ L_l^-T z_l``).
+
+    ``P_l = S^T diag(w_l) S + diag(prior_prec_l) = L_l L_l^T``; s ``(N, F1)``, w ``(C, N)``,
+    prior_prec ``(C, F1)`` or ``(F1,)``, rhs ``(C, F1)``, z ``(C, F1, 1)`` standard normal
+    (a draw from ``N(P^-1 rhs, P^-1)``) or None (the mean alone, for EM).
+
+    Small problems (:func:`classwise` false: ``C F1^2`` doubles <= :data:`CLASS_BATCH_BYTES`)
+    batch all classes in one ``(C, F1, F1)`` stack.  Large ones loop over the classes
+    (``tf.map_fn`` with ``parallel_iterations=1``: one class's matrices live at a time),
+    because the batched solve holds several ``(C, F1, F1)`` float64 temporaries at once
+    (the Gram's blocks, its mirrored copy, the precision, the Cholesky factor; each
+    1.9 GB at F1 = 4901, C = 10): 3 Gibbs sweeps at N = 2000 peaked at 8.7 GB batched,
+    1.7 GB class by class (whole process), at the same 23-26 s a sweep.  Either way the
+    Cholesky reads the lower triangle only, so the Gram is not mirrored.  The same
+    arithmetic either way (a class's Gram comes from a narrower GEMM: round-off-level
+    differences only); the random numbers ``z`` are the caller's, drawn for all classes.
+    """
+    s = _t(s)
+    w = _t(w)
+    rhs = _t(rhs)
+    c, f1 = int(w.shape[0]), int(s.shape[1])
+    prior_prec = tf.broadcast_to(_t(prior_prec), [c, f1])
+
+    by_class = classwise(c, f1)
+
+    def solve(w_b, p_b, r_b, z_b):
+        # class by class: chunks of 2048 rows of S (~0.2 GB of temporaries at F1 = 4901)
+        gram = _gram_lower(s, w_b, chunk_rows=2048 if by_class else 8192)
+        chol = tf.linalg.cholesky(_add_diag(gram, p_b))
+        out = tf.linalg.cholesky_solve(chol, r_b[..., None])
+        if z_b is not None:
+            out = out + tf.linalg.triangular_solve(chol, z_b, lower=True, adjoint=True)
+        return out[..., 0]
+
+    if not by_class:
+        return solve(w, prior_prec, rhs, z)
+    elems = (w, prior_prec, rhs) + (() if z is None else (_t(z),))
+
+    def one(e):
+        z_l = None if z is None else e[3][None]
+        return solve(e[0][None], e[1][None], e[2][None], z_l)[0]
+
+    return tf.map_fn(one, elems, parallel_iterations=1, fn_output_signature=DTYPE)
 
 
 def beta_conditional(lam, omega, s, y, gamma):
@@ -275,12 +352,13 @@ def resample_beta(lam, omega, s, y, gamma, seed) -> tf.Tensor:
     included: the caller decides the bias prior); s ``(N, F1)``; y ``(C, N)``.
     ``beta = P^-1 b + L^-T z``, ``P = L L^T``, ``z ~ N(0, I)``.
     """
-    prec, rhs = beta_conditional(lam, omega, s, y, gamma)
-    chol = tf.linalg.cholesky(prec)
-    mean = tf.linalg.cholesky_solve(chol, rhs[..., None])
-    z = tf.random.stateless_normal(tf.shape(mean), seed=_seed(seed), dtype=DTYPE)
-    noise = tf.linalg.triangular_solve(chol, z, lower=True, adjoint=True)
-    return (mean + noise)[..., 0]
+    lam = _t(lam)
+    y = _t(y)
+    gamma = _t(gamma)
+    rhs = gamma * tf.matmul(y * (1.0 + lam) / lam, _t(s))  # as beta_conditional
+    z = tf.random.stateless_normal(tf.concat([tf.shape(rhs), [1]], 0), seed=_seed(seed),
+                                   dtype=DTYPE)
+    return solve_classes(s, gamma / lam, 1.0 / _t(omega), rhs, z)
 
 
 def resample_omega(beta, kappa, seed, *, omega_min: float = OMEGA_MIN) -> tf.Tensor:
@@ -354,11 +432,8 @@ def em_update_beta(beta, s, y, gamma, l1, l2, *, eps: float = 1e-7) -> tf.Tensor
     c = 1.0 - y * margins(beta, s)
     inv_c = 1.0 / tf.maximum(tf.abs(c), eps)
     prior_prec = _t(l2) + _t(l1) / tf.maximum(tf.abs(beta), eps)
-    gram = weighted_gram(s, gamma * inv_c)
-    prec = gram + tf.linalg.diag(tf.broadcast_to(prior_prec, tf.shape(gram)[:-1]))
     rhs = gamma * tf.matmul(y * (1.0 + inv_c), _t(s))
-    chol = tf.linalg.cholesky(prec)
-    return tf.linalg.cholesky_solve(chol, rhs[..., None])[..., 0]
+    return solve_classes(s, gamma * inv_c, prior_prec, rhs)
 
 
 # --------------------------------------------------------------------------- the class
@@ -472,8 +547,11 @@ class BayesianSVM:
         return lab
 
     def _design(self, x: np.ndarray) -> np.ndarray:
-        z = (x - self.mean_) / self.std_
-        return np.concatenate([z, np.ones((z.shape[0], 1))], axis=1)
+        out = np.empty((x.shape[0], x.shape[1] + 1))  # (x - mean) / sd, then the bias 1
+        np.subtract(x, self.mean_, out=out[:, :-1])
+        out[:, :-1] /= self.std_
+        out[:, -1] = 1.0
+        return out
 
     def _penalties(self, f: int, kappa) -> tuple[np.ndarray, np.ndarray]:
         """(l1, l2) per coefficient ``(C, F1)`` for :func:`hinge_objective`."""
@@ -500,6 +578,7 @@ class BayesianSVM:
         self.std_ = np.where(sd > 1e-12 * np.maximum(1.0, np.abs(self.mean_)), sd, 1.0)
         self.n_features_ = x.shape[1]
         s = tf.constant(self._design(x), dtype=DTYPE)
+        del x  # (a float64 copy of float32 features: 0.4 GB at 10000 x 4900) not needed now
         y = tf.constant(one_vs_all_targets(lab, self.n_classes), dtype=DTYPE)
         lab_t = tf.constant(lab)
         self.trace = []
@@ -625,7 +704,5 @@ class BayesianSVM:
 def _em_first_step(s, y, gamma, l1, l2):
     """EM step from ``beta = 0`` with ``|c| = 1`` and ``|beta|`` taken as 1 (a ridge solve)."""
     gamma = _t(gamma)
-    gram = weighted_gram(s, gamma * tf.ones_like(y))
-    prec = gram + tf.linalg.diag(tf.broadcast_to(l2 + l1, tf.shape(gram)[:-1]))
     rhs = gamma * tf.matmul(2.0 * y, _t(s))
-    return tf.linalg.cholesky_solve(tf.linalg.cholesky(prec), rhs[..., None])[..., 0]
+    return solve_classes(s, gamma * tf.ones_like(y), l2 + l1, rhs)

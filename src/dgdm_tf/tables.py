@@ -287,11 +287,29 @@ def _encoder_note(m: Mapping[str, Any]) -> str:
             "no sampling: soft-threshold encoder (Coates & Ng 2011; correlation with each "
             f"unit-norm element, max(c - {enc.get('alpha')}, 0) and max(-c - "
             f"{enc.get('alpha')}, 0), {p}x{p} max-pool) giving {m.get('n_features')} features",
-            f"the SVM of `pretrained_svm` ({svm.get('burn_in')} burn-in + "
-            f"{svm.get('collect')} collection) on its images"]
+            _encoder_svm_text(m, enc, svm)]
     if m.get("train_error_pct") is not None:
         bits.append(f"train error {m['train_error_pct']:.2f}%")
     return f"`{ENCODER_METHOD}` (ours, not in the paper) ran with " + "; ".join(bits) + "."
+
+
+def _encoder_svm_text(m: Mapping[str, Any], enc: Mapping[str, Any],
+                      svm: Mapping[str, Any]) -> str:
+    """How the reference row's SVM was fitted: ``encoder.svm_method`` (recorded by the
+    svm rule as ``svm_method``), the model and prior / hinge settings of `svm`."""
+    method = m.get("svm_method") or enc.get("svm_method") or svm.get("method") or "gibbs"
+    steps = m.get("svm_iterations")
+    if method == "em":
+        bits = ([f"{steps} steps"] if steps is not None else [])
+        rel = m.get("svm_em_last_rel_decrease")
+        if rel is not None:
+            bits.append(f"the objective's last relative decrease {rel:.2g}")
+        how = "EM towards its MAP" + (f" ({', '.join(bits)})" if bits else "")
+        return (f"the SVM model of `pretrained_svm` (same prior and hinge settings) fitted "
+                f"by {how} (`encoder.svm_method: em`; `pretrained_svm`: "
+                f"{svm.get('method', 'gibbs')}), on its images")
+    return (f"the SVM of `pretrained_svm` fitted by Gibbs ({svm.get('burn_in')} burn-in + "
+            f"{svm.get('collect')} collection) on its images")
 
 
 def _block_note(m: Mapping[str, Any]) -> str:

@@ -15,6 +15,17 @@ def svm_inputs(wc):
     return out
 
 
+def svm_settings(wc):
+    """The Bayesian SVM's keyword arguments: the dataset's `svm` block, except that the
+    reference row encoder_svm is fitted by `encoder.svm_method` (the same model and
+    prior / hinge settings; default em, the MAP: Gibbs at its 4900 features would take
+    hours, see the schema)."""
+    kw = dict(ds_cfg(wc.ds)["svm"])
+    if wc.method == "encoder_svm":
+        kw["method"] = (ds_cfg(wc.ds).get("encoder") or {}).get("svm_method", "em")
+    return kw
+
+
 rule svm:
     """One-vs-all Bayesian SVM (Polson & Scott 2011) on {ds}'s features of {method}:
     pretrained (pretrained_svm: Gibbs posterior means; pretrained_block_svm: block
@@ -29,7 +40,7 @@ rule svm:
     wildcard_constraints:
         method="pretrained_svm|pretrained_block_svm|unsupervised_svm|encoder_svm",
     params:
-        svm=lambda wc: ds_cfg(wc.ds)["svm"],
+        svm=svm_settings,
         run_config=lambda wc: run_config(wc.ds),
         config_files=CONFIG_FILES,
         method=lambda wc: wc.method,

@@ -29,6 +29,16 @@ with np.load(snakemake.input.features) as z:
 progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape}, {n_classes} classes, "
          f"{svm_kwargs}")
 
+
+def em_last_rel_decrease(fitted):
+    """EM: the relative decrease of the objective at the last step (None for Gibbs, or
+    after one step), to show how far from converged the MAP is."""
+    obj = [row["objective"] for row in fitted.trace]
+    if fitted.method != "em" or len(obj) < 2:
+        return None
+    return float((obj[-2] - obj[-1]) / abs(obj[-2]))
+
+
 model = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm"), progress=progress,
                     **svm_kwargs)
 model.fit(f_train, y_train)
@@ -97,6 +107,10 @@ metrics = {
     "n_test": int(len(y_test)),
     "n_classes": n_classes,
     "n_features": int(f_train.shape[1]),
+    # how the SVM was fitted (encoder_svm: encoder.svm_method; the others: svm.method)
+    "svm_method": model.method,
+    "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
+    "svm_em_last_rel_decrease": em_last_rel_decrease(model),
     "pretrain_n_images": n_pre,
     "refine_n_images": refine_n_images,
     "pretrained_same_subset_test_error_pct": same_subset,
