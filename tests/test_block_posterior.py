@@ -56,9 +56,13 @@ def test_shifting_the_image_by_one_block_shifts_the_features_by_one_cell():
 def test_two_layers_and_bad_input():
     x, d = _data()
     d2 = np.random.default_rng(5).normal(size=(2, 2, 3, 4)).astype(np.float32)
+    per_layer = []
     f = B.block_posterior_features(x, [d, d2], [2, 1], gamma_ws=[1.0, 1.0], gamma_es=[2.0, 2.0],
-                                   batch_size=4)
+                                   batch_size=4, layer_outputs=per_layer)
     assert f.shape == (6, 5 * 5 * 4)  # 14 - 4 + 1 = 11 -> 6x6 pooled -> 6 - 2 + 1 = 5
+    np.testing.assert_array_equal(per_layer[0], B.block_posterior_layer(
+        x, d, 2, gamma_w=1.0, gamma_e=2.0, batch_size=4))
+    np.testing.assert_array_equal(per_layer[1].reshape(6, -1), f)
     with pytest.raises(ValueError, match="expects 2 input channels"):
         B.block_posterior_layer(x[..., :1], d, 2, gamma_w=1.0, gamma_e=1.0)
     with pytest.raises(ValueError, match="one pooling size"):

@@ -78,15 +78,18 @@ def block_posterior_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: f
 def block_posterior_features(x: np.ndarray, dictionaries: Sequence[np.ndarray],
                              pools: Sequence[int], *, gamma_ws: Sequence[float],
                              gamma_es: Sequence[float], off: float = 0.9,
-                             batch_size: int = 2000,
+                             batch_size: int = 2000, layer_outputs: list | None = None,
                              progress: Callable[[str], None] | None = None) -> np.ndarray:
-    """(N, F) top-layer features, every layer's blocks evaluated in isolation."""
+    """(N, F) top-layer features, every layer's blocks evaluated in isolation;
+    ``layer_outputs``, a list, receives each layer's pooled maps (N, h, w, K)."""
     if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_es):
         raise ValueError("one pooling size, gamma_w and gamma_e per dictionary are needed")
     h = np.asarray(x, np.float32)
     for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_es)):
         h = block_posterior_layer(h, d, p, gamma_w=gw, gamma_e=ge, off=off, batch_size=batch_size)
         check_finite(f"layer {l + 1} block-posterior features", h)
+        if layer_outputs is not None:
+            layer_outputs.append(h)
         if progress:
             progress(f"layer {l + 1}: block-posterior features {h.shape}")
     return h.reshape(len(h), -1)

@@ -67,7 +67,7 @@ def activity_ink_correlation(pooled: np.ndarray, x: np.ndarray, dict_size: int,
 
 
 def map_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Relative distance ||a - b|| / (||a|| + ||b||) / 2 of two activity maps."""
+    """Relative distance ||a - b|| / ((||a|| + ||b||) / 2) of two activity maps."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(0.5 * (np.linalg.norm(a) + np.linalg.norm(b)), 1e-30))
 

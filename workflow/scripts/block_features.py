@@ -29,15 +29,13 @@ out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
     x, y, idx = split_subset(d, split, size, None, seed, ds)
     progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
+    per_layer = []
     out[f"f_{split}"] = block_posterior.block_posterior_features(
-        x, dictionaries, pools, progress=progress, **kw)
+        x, dictionaries, pools, layer_outputs=per_layer, progress=progress, **kw)
     out[f"y_{split}"] = y
     out[f"idx_{split}"] = idx
     if split == "train":
-        h1 = block_posterior.block_posterior_layer(
-            x, dictionaries[0], pools[0], gamma_w=gamma_ws[0], gamma_e=gamma_es[0],
-            off=kw["off"], batch_size=kw["batch_size"])
-        dh = dictionaries[0].shape[0]
+        h1, dh = per_layer[0], dictionaries[0].shape[0]
         r = mixing.activity_ink_correlation(h1, x, dh, pools[0])
         activity, ink = mixing.activity_map(h1), mixing.ink_per_cell(x, dh, pools[0])
         diag = {"activity_ink_layer1": r, "images": int(len(x)),
