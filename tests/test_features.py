@@ -60,3 +60,21 @@ def test_one_gamma_e_start_per_layer_is_required():
     with pytest.raises(ValueError, match="gamma_e start per dictionary"):
         infer_features(x, [d], [p], seed=0, burn_in=1, collect=1, batch_size=4,
                        gamma_ws=[1.0], gamma_e_inits=[1.0, 2.0], progress=None)
+
+
+def test_chains_are_seeded_and_validated():
+    """Several chains: reproducible from the seed, a different estimate from one chain,
+    a half-distance only with two chains or more; zero chains are refused."""
+    rng = np.random.default_rng(0)
+    x = rng.random((5, 10, 10, 1)).astype(np.float32)
+    d = rng.normal(size=(3, 3, 1, 2)).astype(np.float32)
+    kw = dict(gamma_w=1.0, seed=0, burn_in=1, collect=1, batch_size=3, progress=None)
+    st = {}
+    a = infer_layer(x, d, 2, chains=3, stats=st, **kw)
+    np.testing.assert_array_equal(a, infer_layer(x, d, 2, chains=3, **kw))
+    assert a.shape == (5, 4, 4, 2) and np.isfinite(a).all() and st["half_distance"] > 0
+    st1 = {}
+    one = infer_layer(x, d, 2, chains=1, stats=st1, **kw)
+    assert not np.array_equal(a, one) and "half_distance" not in st1
+    with pytest.raises(ValueError, match="chains must be at least 1"):
+        infer_layer(x, d, 2, chains=0, **kw)

@@ -66,6 +66,15 @@ def activity_ink_correlation(pooled: np.ndarray, x: np.ndarray, dict_size: int,
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def layer1_diagnostics(pooled: np.ndarray, x: np.ndarray, dict_size: int, pool: int) -> dict:
+    """What a run records of layer 1's pooled output: the activity-ink correlation,
+    both maps (for the figure) and the number of images, JSON-ready."""
+    return {"activity_ink_layer1": activity_ink_correlation(pooled, x, dict_size, pool),
+            "images": int(len(x)),
+            "activity_map_layer1": activity_map(pooled).round(6).tolist(),
+            "ink_map_layer1": ink_per_cell(x, dict_size, pool).round(6).tolist()}
+
+
 def map_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Relative distance ||a - b|| / ((||a|| + ||b||) / 2) of two activity maps."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)

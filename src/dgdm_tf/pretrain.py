@@ -473,17 +473,21 @@ def log_likelihood(state: PretrainState, model: LayerModel) -> tf.Tensor:
 
 
 def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool = True,
-                  jit_compile: bool = False, return_expected_pool: bool = False):
+                  jit_compile: bool = False, return_expected_pool: bool = False,
+                  zw_step=None):
     """A compiled sweep ``f(state, x[, gamma_e_cap]) -> state`` (or ``(state, expected_pool)``).
 
     ``jit_compile`` compiles the (z, W) step -- thousands of small ops a sweep -- with
-    XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler).
+    XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler). ``zw_step``
+    replaces :func:`resample_zw` (same signature); the probes of other schedules use it
+    (``experiments/mixing/map_parallel.py``).
     """
+    step = zw_step or resample_zw
     zw_fn = None
-    if jit_compile:
+    if jit_compile or zw_step is not None:
         zw_fn = compiled(
-            lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool),
-            jit_compile=True)
+            lambda st, xx, sd: step(st, xx, model, sd, return_expected_pool),
+            jit_compile=jit_compile)
     return compiled(
         lambda st, x, gamma_e_cap=None: sweep(st, x, model, update_d, update_gamma_w,
                                               return_expected_pool, zw_fn, gamma_e_cap),
