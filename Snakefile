@@ -15,6 +15,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# `snakemake --report results/report.html` after a run: every table and figure, with
+# captions (workflow/report/); this is its front page.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"

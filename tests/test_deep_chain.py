@@ -111,6 +111,62 @@ def test_missing_pixels_never_enter_inference():
     np.testing.assert_array_equal(res2["features"], res["features"])
 
 
+def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
+    """Exact, first sweep (theta is then at its prior mean, known): the reconstruction is
+    g(E[S_top | rest], Z) with the Z of every block whose footprint is wholly hidden
+    replaced by E[Z | theta] (uniform over the p*p positions and off), every other block
+    at the start's state. Rows 12-15 are reached by such blocks only: with one draw of
+    their Z (the estimator before) they held the matched-filter start's position."""
+    from dgdm_tf import deep_gibbs as G
+    from dgdm_tf.deep_model import layer_inputs, soft_indicators, unseen_blocks
+
+    model, d, x = _draw(6, seed=4)
+    mask = deep_chain.missing_mask(x.shape, "half")
+    res = deep_chain.infer_topdown(x, d, LAYERS, seed=0, burn_in=0, collect=1, batch_size=6,
+                                   gamma_s=0.25, gamma_e_init=100.0, mask=mask, progress=None)
+    unseen = unseen_blocks(mask, model)[0]
+    assert unseen[:, 4:].all() and not unseen[:, :4].any()  # blocks reach rows 2u .. 2u + 5
+    xm = np.where(mask > 0, x, 0.0).astype(np.float32)
+    st = G.init_state(xm, model, d, [0, 1], gamma_e_init=100.0, mask=tf.constant(mask))
+    g0, gt = model.geoms
+    theta = np.full((6, g0.k, g0.n_states), 1.0 / g0.n_states, np.float32)
+    zd = [soft_indicators(st.z[0], g0, theta, unseen)]
+    s_top = res["features"].reshape(6, gt.hs, gt.ws, gt.k)
+    want = layer_inputs(tf.constant(s_top), model, st.d, zd)[0].numpy()
+    np.testing.assert_allclose(res["reconstruction"], want, rtol=1e-4, atol=1e-5)
+    one_draw = layer_inputs(tf.constant(s_top), model, st.d, [soft_indicators(st.z[0], g0)])[0].numpy()
+    assert np.abs(one_draw[:, 12:] - want[:, 12:]).max() > 0.1  # the draw differs there
+    np.testing.assert_allclose(one_draw[:, :8], want[:, :8], rtol=1e-4, atol=1e-5)
+
+
+def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
+    """permute_maps is the same generative function; infer_topdown's chain 1 (its maps
+    in another order) reports features and layer-1 outputs in the given map order: they
+    agree with chain 0's (it is the single chain), which a wrong order would not."""
+    model, d, x = _draw(12, seed=4, noise=0.02)
+    perms = deep_chain.chain_permutations([4, 3], 0, 1)
+    assert all(np.array_equal(p, np.arange(len(p))) for p in deep_chain.chain_permutations([4, 3], 0, 0))
+    dp = deep_chain.permute_maps(d, perms)
+    rng = np.random.default_rng(0)
+    g0, gt = model.geoms
+    s = rng.normal(size=(3, gt.hs, gt.ws, gt.k)).astype(np.float32)
+    z = rng.integers(0, g0.n_states, size=(3, g0.nbh, g0.nbw, g0.k)).astype(np.int32)
+    a = generate(tf.constant(s), model, [tf.constant(v) for v in d], [tf.constant(z)]).numpy()
+    b = generate(tf.constant(s[..., perms[1]]), model, [tf.constant(v) for v in dp],
+                 [tf.constant(z[..., perms[0]])]).numpy()
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    kw = dict(seed=0, burn_in=5, collect=5, batch_size=12, gamma_s=0.25, gamma_e_init=1000.0,
+              progress=None)
+    one = deep_chain.infer_topdown(x, d, LAYERS, **kw)
+    two = deep_chain.infer_topdown(x, d, LAYERS, chains=2, **kw)
+    for key in ("features", "layer1_pooled"):
+        second = 2 * two[key] - one[key]  # chain 1 alone
+        assert not np.allclose(second, one[key], atol=1e-3)
+        assert np.corrcoef(second.ravel(), one[key].ravel())[0, 1] > 0.6, key
+    with pytest.raises(ValueError, match="chains"):
+        deep_chain.infer_topdown(x, d, LAYERS, chains=0, **kw)
+
+
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     model, d_true, x = _draw(6, seed=5)
     kw = dict(seed=1, burn_in=3, collect=3, gamma_e_init=50.0, gamma_s_init=0.25,

@@ -248,11 +248,12 @@ def test_smoke_end_to_end_tables(smoke_run):
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         with np.load(repo / f"results/mnist_smoke/pretrain/layer{l}.npz") as z:
             assert -1.0 <= float(z["activity_ink"]) <= 1.0
-    # the mixing diagnostics of both feature routes, and the block-posterior row
-    for method, png in (("pretrained_svm", "features_layer1_activity.png"),
-                        ("pretrained_block_svm", "block_features_layer1_activity.png")):
+    # the mixing diagnostics of the three feature routes, and the block-posterior row
+    for method, png, n in (("pretrained_svm", "features_layer1_activity.png", 300),
+                           ("pretrained_block_svm", "block_features_layer1_activity.png", 300),
+                           ("unsupervised_svm", "topdown_features_layer1_activity.png", 60)):
         mix = json.loads((repo / f"results/mnist_smoke/{method}/mixing.json").read_text())
-        assert -1.0 <= mix["activity_ink_layer1"] <= 1.0 and mix["images"] == 300
+        assert -1.0 <= mix["activity_ink_layer1"] <= 1.0 and mix["images"] == n
         assert np.shape(mix["activity_map_layer1"]) == np.shape(mix["ink_map_layer1"])
         assert (repo / f"results/mnist_smoke/figures/{png}").read_bytes()[:4] == b"\x89PNG"
     block = next(l for l in md.splitlines() if l.startswith("| Our pretrained model, block"))
@@ -328,6 +329,7 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
     m = json.loads((repo / "results/mnist_smoke/supervised/metrics.json").read_text())
     assert m["n_models_averaged"] == 1 and len(m["per_model_test_error_pct"]) == 1
     assert m["test_features"] == "mcem" and len(m["mcem_q_trace"]) == 1
+    assert m["activity_ink_layer1"] is None  # the MCEM MAP path keeps no layer-1 maps
     assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
                                               "refine", "supervised", "supervised_predict"}
     pred = pd.read_csv(repo / "results/mnist_smoke/supervised/predictions.csv")
@@ -342,6 +344,82 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
     assert list(trace["sweep"]) == [1, 2, 3]
     assert np.all(np.isfinite(trace["svm_train_error"].iloc[1:]))
     assert not (repo / "results/mnist_smoke/supervised/ckpt").exists()
+
+
+def read_report(path: Path) -> tuple[dict, str, set]:
+    """A `snakemake --report` .zip: each result's entry (its category and subcategory
+    added) by path, the front page's HTML, the names of the files the zip holds."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        page = next(n for n in names if n.endswith("/report.html"))
+        html = z.read(page).decode()
+        folder = page.rsplit("/", 1)[0]
+
+    def js(var: str):
+        m = re.search(rf'<script id="{var}">\s*var {var} = (.*?);\s*</script>', html, re.S)
+        return json.loads(m.group(1))
+
+    results = js("results")
+    for cat, subcats in js("categories").items():
+        for sub, paths in subcats.items():
+            for p in paths:
+                results[p].update(category=cat, subcategory=sub)
+    front = json.loads(re.search(r"var workflow_desc = (.*?);\n", html, re.S).group(1))
+    return results, front, {n[len(folder) + 1:] for n in names}
+
+
+@pytest.mark.slow
+def test_smoke_report_holds_every_table_and_figure(smoke_run, tmp_path):
+    """`snakemake --report` after the smoke run: every figure and both tables, each in
+    its category with a caption that renders; the front page holds the MNIST table and
+    the error-vs-time figure beside the chains' traces."""
+    repo, cfg = smoke_run
+    out = tmp_path / "report.zip"
+    t0 = time.time()
+    r = snakemake(repo, "--report", str(out), "--configfile", str(cfg), timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    print(f"report: {time.time() - t0:.1f} s")
+    results, front, stored = read_report(out)
+
+    produced = {p.relative_to(repo).as_posix() for p in (repo / "results").rglob("*.png")}
+    produced |= {"results/tables.md", "results/benchmarks.md"}
+    assert len(produced) > 20
+    assert produced <= set(results), sorted(produced - set(results))
+    for path in produced:
+        entry = results[path]
+        assert entry["data_uri"] in stored, path  # the file itself is in the zip
+        assert len(entry["caption"]) > 100 and "system-message" not in entry["caption"], path
+        assert "{{" not in entry["caption"], path
+    cats = {p: (e["category"], e["subcategory"]) for p, e in results.items()}
+    assert cats["results/tables.md"][0] == "1. Tables" == min(e["category"] for e in results.values())
+    assert cats["results/mnist_smoke/figures/error_vs_time.png"] == ("1. Tables", "mnist_smoke")
+    assert cats["results/mnist_smoke/figures/pretrain_layer2_trace.png"][0] == "3. Pretraining"
+    assert cats["results/mnist_smoke/figures/generated.png"][0] == "4. Top-down model"
+    assert cats["results/mnist_smoke/figures/confusion_supervised.png"][0] == "5. Supervised model"
+    assert cats["results/benchmarks_scaling.png"][0] == "7. Benchmarks"
+    assert {e["category"] for e in results.values()} == {
+        "1. Tables", "2. Data", "3. Pretraining", "4. Top-down model", "5. Supervised model",
+        "6. Baselines", "7. Benchmarks"}
+    assert "Table 1" in results["results/tables.md"]["caption"]
+    assert "Fig. 3" in results["results/mnist_smoke/figures/generated.png"]["caption"]
+
+    # the front page: the MNIST table beside the paper's numbers, then the figures
+    assert "system-message" not in front
+    row = re.search(r"<tr><td>Our pretrained model \+ SVM \(2 step\)</td>\s*<td>([^<]*)</td>"
+                    r"\s*<td>([^<]*)</td>", front)
+    assert row and row.group(2) == "1.42", front[:3000]
+    md = (repo / "results/tables.md").read_text()
+    assert f"| Our pretrained model + SVM (2 step) | {row.group(1)} | 1.42 |" in md
+    traces = sorted(p.name for p in (repo / "results/mnist_smoke/figures").glob("*trace.png"))
+    shown = re.findall(r'<img alt="([^"]+)"', front)
+    assert shown == ["error_vs_time.png"] + traces, shown
+    from urllib.parse import unquote_to_bytes
+
+    src = re.search(r'<img alt="refine_trace.png"[^>]* src="data:image/png,([^"]*)"', front)
+    png = unquote_to_bytes(re.sub(r"\s", "", src.group(1)))
+    assert png == (repo / "results/mnist_smoke/figures/refine_trace.png").read_bytes()
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from dgdm_tf import atomic_io, deep_svm
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf.chain import check_finite, fingerprint
 from dgdm_tf.compiled import compiled
-from dgdm_tf.deep_model import DeepModel, generate
+from dgdm_tf.deep_model import DeepModel, layer_inputs, soft_indicators, unseen_blocks
 
 
 def trace_columns(model: DeepModel) -> list[str]:
@@ -283,19 +283,56 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
 
 
+def chain_permutations(ks: Sequence[int], seed: int, chain: int) -> list[np.ndarray]:
+    """The map order of chain ``chain`` of :func:`infer_topdown`, per layer: identity
+    for chain 0, else a seeded random permutation of each layer's K_l maps."""
+    if chain == 0:
+        return [np.arange(k) for k in ks]
+    rng = np.random.default_rng([int(seed) & 0x7FFFFFFF, 0xC4A1, int(chain)])
+    return [rng.permutation(int(k)) for k in ks]
+
+
+def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The same model with layer l's maps in order ``perms[l]``: D[l]'s atoms and
+    D[l+1]'s input channels permuted alike (map j of the result is map perms[l][j])."""
+    out = []
+    for l, d in enumerate(dictionaries):
+        d = np.asarray(d, np.float32)[..., perms[l]]
+        if l > 0:
+            d = d[:, :, perms[l - 1], :]
+        out.append(np.ascontiguousarray(d))
+    return out
+
+
 def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  progress: Callable[[str], None] | None = print) -> dict:
+                  chains: int = 1, progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
     the missing pixels from the likelihood.
 
     Returns {'features': (N, F) Rao-Blackwellised mean of S[L-1],
-    'reconstruction': (N, H, W, C) posterior mean of g(S[L-1]) (the whole image, missing
-    pixels included; Rao-Blackwellised: each sweep adds g of the units' conditional means
-    under the unpooling they were drawn with), 'seconds'}. Batch b's chain is seeded by
+    'reconstruction': (N, H, W, C) posterior mean of g(S[L-1], Z) (the whole image,
+    missing pixels included), 'layer1_pooled': (N, h, w, K_1) posterior
+    mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
+    top; the mixing diagnostics read it), 'seconds'}. Batch b's chain is seeded by
     fold-in of (seed, b), so results do not depend on the batches before it.
+
+    The reconstruction is Rao-Blackwellised twice, each sweep adding g at conditional
+    means given the state before it: the top units' (drawn against that unpooling), and,
+    with a ``mask``, the unpooling states of the blocks whose whole footprint is hidden
+    (:func:`dgdm_tf.deep_model.unseen_blocks`): they are absent from the likelihood, so
+    given theta and the rest they are independent of the top units and of each other and
+    distributed as theta; E[Z_b | theta] = theta replaces the one draw of each (the
+    draws stay in the chain; its law is unchanged).
+
+    ``chains`` > 1: that many independent chains per batch, averaged (each output is the
+    mean of the chains' means). Chain 0 is the single chain (same seed, same draws);
+    chain c >= 1 is seeded by fold-in of c and runs on the model with each layer's maps
+    in a seeded random order (:func:`chain_permutations`; the same model and posterior,
+    visited in another scan order: the chains freeze into scan-order decompositions, so
+    chains in one order differ little); its features are put back in the given order.
     """
     x = np.asarray(x, np.float32)
     if mask is not None:
@@ -305,38 +342,56 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         # missing pixels never enter (and need not be finite)
         x = np.where(mask > 0, x, 0.0).astype(np.float32)
     check_finite("inference input x (observed pixels)", x)
+    if int(chains) < 1:
+        raise ValueError(f"chains must be >= 1, got {chains}")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
-    feats, recs = [], []
+    lower = model.geoms[:-1]
+    perms = [chain_permutations(ks, seed, c) for c in range(int(chains))]
+    dicts = [permute_maps(dictionaries, pm) for pm in perms]
+    feats, recs, l1s = [], [], []
     fns = {}
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
         xb = x[b0: b0 + batch_size]
         mb = None if mask is None else tf.constant(mask[b0: b0 + batch_size])
+        unseen = [None] * len(lower)
+        if mask is not None:
+            unseen = [u if u.any() else None for u in unseen_blocks(mask[b0: b0 + batch_size], model)]
         nb = len(xb)
         if nb not in fns:
             fns[nb] = G.make_sweep_fn(model, mask_given=mask is not None, update_globals=False)
         bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x1F], tf.int32), b0 // batch_size)
-        st = G.init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
-                          gamma_s_init=gamma_s, mask=mb)
         xt = tf.constant(xb)
-        f_acc = np.zeros((nb, int(np.prod(st.s_top.shape[1:]))), np.float32)
-        r_acc = np.zeros_like(xb)
-        for t in range(burn_in + collect):
-            z_before = st.z  # the unpooling the top units were drawn against
-            st, stats = fns[nb](st, xt) if mb is None else fns[nb](st, xt, mb)
-            if t >= burn_in:
-                f_acc += np.asarray(stats["expected_top"]).reshape(nb, -1)
-                # Rao-Blackwellised: g(E[S_top | rest], Z) -- units the observed pixels
-                # do not pin down add their conditional mean, not a prior draw
-                r_acc += np.asarray(generate(stats["expected_top"], model, st.d, z_before))
+        f_acc = r_acc = l1_acc = 0.0
+        for c in range(int(chains)):
+            cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
+            st = G.init_state(xb, model, dicts[c], cseed, gamma_e_init=gamma_e_init,
+                              gamma_s_init=gamma_s, mask=mb)
+            back_top = np.argsort(perms[c][-1])  # the chain's maps -> the given order
+            back_l1 = np.argsort(perms[c][0])
+            for t in range(burn_in + collect):
+                before = st  # the unpooling the top units were drawn against, its theta
+                st, stats = fns[nb](st, xt) if mb is None else fns[nb](st, xt, mb)
+                if t >= burn_in:
+                    ex = stats["expected_top"]
+                    f_acc = f_acc + np.asarray(ex)[..., back_top].reshape(nb, -1)
+                    zd = [soft_indicators(z, g, tf.exp(lt), u) for z, lt, u, g in
+                          zip(before.z, before.log_theta, unseen, lower)]
+                    xs = layer_inputs(ex, model, st.d, zd)
+                    r_acc = r_acc + np.asarray(xs[0])
+                    # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
+                    l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., back_l1]
+        n_draws = collect * int(chains)
         check_finite("top-down features", f_acc)
-        feats.append(f_acc / collect)
-        recs.append(r_acc / collect)
+        feats.append((f_acc / n_draws).astype(np.float32))
+        recs.append((r_acc / n_draws).astype(np.float32))
+        l1s.append((l1_acc / n_draws).astype(np.float32))
         done = b0 + nb
         say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     return {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
+            "layer1_pooled": np.concatenate(l1s),
             "seconds": time.time() - t0}
 
 

@@ -240,6 +240,48 @@ def dense_indicators(z: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     return oh[:, : geom.hs, : geom.ws, :]
 
 
+def soft_indicators(z: tf.Tensor, geom: LayerGeometry, probs: tf.Tensor | None = None,
+                    where: tf.Tensor | None = None) -> tf.Tensor:
+    """:func:`dense_indicators` with the blocks ``where`` (N, nbh, nbw, bool) given by
+    their expected indicators instead of their state: ``probs`` (N, K, p*p + 1), each
+    map's state probabilities (theta) of the image; the off state and positions outside
+    S carry nothing, as in a draw. With ``where`` None this is dense_indicators(z)."""
+    if where is None:
+        return dense_indicators(z, geom)
+    p = geom.p
+    oh = tf.one_hot(z, p * p + 1, dtype=tf.float32)[..., : p * p]  # N, nbh, nbw, K, P2
+    pr = tf.cast(probs, tf.float32)[:, None, None, :, : p * p]  # N, 1, 1, K, P2
+    oh = tf.where(tf.convert_to_tensor(where, tf.bool)[..., None, None], pr, oh)
+    n = tf.shape(z)[0]
+    oh = tf.reshape(oh, [n, geom.nbh, geom.nbw, -1, p, p])
+    oh = tf.transpose(oh, [0, 1, 4, 2, 5, 3])
+    oh = tf.reshape(oh, [n, geom.nbh * p, geom.nbw * p, -1])
+    return oh[:, : geom.hs, : geom.ws, :]
+
+
+def unseen_blocks(mask: np.ndarray, model: "DeepModel") -> list[np.ndarray]:
+    """Per layer l < L-1, (N, nbh, nbw) bool: the blocks whose data-plane footprint
+    (every position, through any unpooling below: the colouring's ``ext`` from
+    ``step``) holds no observed pixel of ``mask`` (N, H, W, C), 1 = observed. Their
+    states do not enter the likelihood: given theta and the rest, each is a draw from
+    theta, independent of everything else."""
+    obs = (np.asarray(mask) > 0).any(axis=-1).astype(np.int64)  # N, H, W
+    n, hx, wx = obs.shape
+    cum = np.zeros((n, hx + 1, wx + 1), np.int64)
+    cum[:, 1:, 1:] = obs.cumsum(1).cumsum(2)
+    out = []
+    for l, g in enumerate(model.geoms[:-1]):
+        col = model.colourings[l]
+        r0 = np.minimum(np.arange(g.nbh) * col.step_h, hx)
+        r1 = np.minimum(r0 + col.ext_h, hx)
+        c0 = np.minimum(np.arange(g.nbw) * col.step_w, wx)
+        c1 = np.minimum(c0 + col.ext_w, wx)
+        seen = (cum[:, r1][:, :, c1] - cum[:, r0][:, :, c1] - cum[:, r1][:, :, c0]
+                + cum[:, r0][:, :, c0])
+        out.append(seen == 0)
+    return out
+
+
 def unpool_blocks(x_above: tf.Tensor, zd: tf.Tensor, p: int) -> tf.Tensor:
     """S[l] = unpool(X[l+1], Z[l]) with Z given densely (supplement, notation 3)."""
     up = tf.repeat(tf.repeat(x_above, p, axis=1), p, axis=2)

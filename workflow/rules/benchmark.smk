@@ -27,12 +27,6 @@ rule benchmark_layers:
         "../scripts/benchmark_layers.py"
 
 
-def benchmark_params(wc) -> dict:
-    """The benchmarked dataset's layers and CNN settings."""
-    block = ds_cfg(benchmark_dataset())
-    return {"layers": block["model"]["layers"], "cnn": block["cnn"]}
-
-
 rule benchmark_cnn:
     """The CNN baseline's training step and inference at benchmark.batch_sizes."""
     input:
@@ -136,11 +130,19 @@ rule benchmarks:
         tables="results/tables.md",
         mcem=["results/benchmarks/mcem.csv"] if config["benchmark"]["mcem_shapes"] else [],
     output:
-        md="results/benchmarks.md",
+        md=report(
+            "results/benchmarks.md",
+            caption="../report/benchmarks.rst",
+            category=CATEGORY["benchmarks"],
+        ),
         csv="results/benchmarks.csv",
         rules_csv="results/benchmarks_rules.csv",
         scaling_csv="results/benchmarks_scaling.csv",
-        scaling_png="results/benchmarks_scaling.png",
+        scaling_png=report(
+            "results/benchmarks_scaling.png",
+            caption="../report/benchmarks_scaling.rst",
+            category=CATEGORY["benchmarks"],
+        ),
     params:
         rules_dir="results/benchmarks/rules",
         config_files=CONFIG_FILES,

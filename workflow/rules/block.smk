@@ -13,7 +13,13 @@ rule block_features:
     output:
         features="results/{ds}/pretrained_block_svm/features.npz",
         mixing="results/{ds}/pretrained_block_svm/mixing.json",
-        activity_png="results/{ds}/figures/block_features_layer1_activity.png",
+        activity_png=report(
+            "results/{ds}/figures/block_features_layer1_activity.png",
+            caption="../report/block_features_activity.rst",
+            category=CATEGORY["pretraining"],
+            subcategory="{ds}",
+            labels={"figure": "activity vs ink: block posteriors", "layer": "1"},
+        ),
     params:
         pools=lambda wc: [L["pool"] for L in ds_cfg(wc.ds)["model"]["layers"]],
         block=lambda wc: ds_cfg(wc.ds)["block_features"],

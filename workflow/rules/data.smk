@@ -1,14 +1,6 @@
 # Data: fetch the raw files of a dataset, then prepare them into one .npz.
 
 
-def data_spec(ds: str) -> dict:
-    """The keys of datasets.<ds> the data rules read: not `methods` nor the settings
-    blocks of the methods (model, pretrain, features, svm, cnn, ...: every mapping), so
-    that changing how a method runs does not prepare the data again (which would rerun
-    every method of the dataset)."""
-    return {k: v for k, v in ds_cfg(ds).items() if k != "methods" and not isinstance(v, dict)}
-
-
 rule download:
     """Fetch (or, for data that cannot be downloaded, check) the raw files of {ds}.
     Raises the data module's DatasetMissingError, saying what to put where."""
@@ -34,7 +26,12 @@ rule prepare:
         "results/{ds}/data/fetch.json",
     output:
         npz="results/{ds}/data/prepared.npz",
-        summary="results/{ds}/data/summary.json",
+        summary=report(
+            "results/{ds}/data/summary.json",
+            caption="../report/data_summary.rst",
+            category=CATEGORY["data"],
+            subcategory="{ds}",
+        ),
     params:
         spec=lambda wc: data_spec(wc.ds),
         raw_dir=lambda wc: raw_dir(wc.ds),

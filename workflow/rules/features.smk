@@ -9,7 +9,13 @@ rule features:
     output:
         features="results/{ds}/pretrained_svm/features.npz",
         mixing="results/{ds}/pretrained_svm/mixing.json",
-        activity_png="results/{ds}/figures/features_layer1_activity.png",
+        activity_png=report(
+            "results/{ds}/figures/features_layer1_activity.png",
+            caption="../report/features_activity.rst",
+            category=CATEGORY["pretraining"],
+            subcategory="{ds}",
+            labels={"figure": "activity vs ink: pretrained_svm features", "layer": "1"},
+        ),
     params:
         pools=lambda wc: [L["pool"] for L in ds_cfg(wc.ds)["model"]["layers"]],
         features=lambda wc: ds_cfg(wc.ds)["features"],

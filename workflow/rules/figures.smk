@@ -1,17 +1,18 @@
 # Figures across methods: test error against wall time (src/dgdm_tf/plots.py).
 
 
-def enabled_metrics(wc) -> list:
-    return [f"results/{wc.ds}/{m}/metrics.json" for m in DATASETS[wc.ds]["methods"]]
-
-
 rule error_vs_time:
     """Test error vs wall time of every run of {ds}: one point per dgdm run (its total
     wall time), the CNN's per-epoch curve; methods without a run are listed under it."""
     input:
         enabled_metrics,
     output:
-        "results/{ds}/figures/error_vs_time.png",
+        report(
+            "results/{ds}/figures/error_vs_time.png",
+            caption="../report/error_vs_time.rst",
+            category=CATEGORY["tables"],
+            subcategory="{ds}",
+        ),
     params:
         block=lambda wc: ds_cfg(wc.ds),
     log:

@@ -8,30 +8,22 @@
 # iterations.
 
 
-def is_streamed(ds: str) -> bool:
-    return ds_cfg(ds)["kind"] == "imagenet2012"
-
-
-def mcem_data(wc) -> str:
-    return (f"results/{wc.ds}/data/stream.json" if is_streamed(wc.ds)
-            else f"results/{wc.ds}/data/prepared.npz")
-
-
-def mcem_n_train(ds: str):
-    return None if is_streamed(ds) else ds_cfg(ds)["n_train"]
-
-
 rule stream:
     """Where {ds} is streamed from (TFDS folder, built from the manual archives if
     needed, or train/ + val/ class folders), its sizes and classes."""
     input:
         "results/{ds}/data/fetch.json",
     output:
-        "results/{ds}/data/stream.json",
+        report(
+            "results/{ds}/data/stream.json",
+            caption="../report/data_stream.rst",
+            category=CATEGORY["data"],
+            subcategory="{ds}",
+        ),
     params:
         spec=lambda wc: data_spec(wc.ds),
         stream=lambda wc: ds_cfg(wc.ds)["stream"],
-        tfds_data_dir=lambda wc: ds_cfg(wc.ds).get("tfds_data_dir") or os.path.join(raw_dir(wc.ds), "tfds"),
+        tfds_data_dir=lambda wc: tfds_data_dir(wc.ds),
     log:
         "results/logs/stream/{ds}.log",
     benchmark:
@@ -50,8 +42,20 @@ rule mcem_train:
     output:
         model="results/{ds}/mcem/model.npz",
         trace="results/{ds}/mcem/trace.tsv",
-        trace_png="results/{ds}/figures/mcem_trace.png",
-        dict_png="results/{ds}/figures/mcem_dictionary_layer1.png",
+        trace_png=report(
+            "results/{ds}/figures/mcem_trace.png",
+            caption="../report/mcem_trace.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "stochastic MCEM trace"},
+        ),
+        dict_png=report(
+            "results/{ds}/figures/mcem_dictionary_layer1.png",
+            caption="../report/mcem_dictionary.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "layer-1 dictionary (stochastic MCEM)"},
+        ),
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["mcem"],
         stream=lambda wc: ds_cfg(wc.ds)["stream"],
@@ -98,13 +102,6 @@ rule mcem_average:
         "../scripts/mcem_average.py"
 
 
-def mcem_predict_inputs(wc):
-    out = {"data": mcem_data(wc), "model": f"results/{wc.ds}/mcem/model.npz"}
-    if wc.method == "model_averaging":
-        out["samples"] = f"results/{wc.ds}/mcem/averaging_samples.npz"
-    return out
-
-
 rule mcem_predict:
     """Classify {ds}'s test images: MAP estimate (mcem_map) or averaged posterior samples
     (model_averaging); top-1 / top-5 error."""
@@ -132,15 +129,6 @@ rule mcem_predict:
         **res("mcem_predict"),
     script:
         "../scripts/mcem_predict.py"
-
-
-def transfer_source(ds: str) -> str:
-    src = ds_cfg(ds)["transfer"]["source"]
-    if src not in DATASETS:
-        raise WorkflowError(f"datasets.{ds}.transfer.source = {src!r} is not a configured "
-                            f"dataset ({', '.join(DATASETS)}); add it (methods may be empty) "
-                            f"or remove imagenet_transfer from datasets.{ds}.methods")
-    return src
 
 
 rule transfer:

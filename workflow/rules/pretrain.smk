@@ -15,9 +15,27 @@ rule pretrain_layer:
     output:
         layer="results/{ds}/pretrain/layer{l}.npz",
         trace="results/{ds}/pretrain/layer{l}_trace.tsv",
-        dictionary_png="results/{ds}/figures/pretrain_layer{l}_dictionary.png",
-        trace_png="results/{ds}/figures/pretrain_layer{l}_trace.png",
-        activity_png="results/{ds}/figures/pretrain_layer{l}_activity.png",
+        dictionary_png=report(
+            "results/{ds}/figures/pretrain_layer{l}_dictionary.png",
+            caption="../report/pretrain_dictionary.rst",
+            category=CATEGORY["pretraining"],
+            subcategory="{ds}",
+            labels={"figure": "dictionary", "layer": "{l}"},
+        ),
+        trace_png=report(
+            "results/{ds}/figures/pretrain_layer{l}_trace.png",
+            caption="../report/pretrain_trace.rst",
+            category=CATEGORY["pretraining"],
+            subcategory="{ds}",
+            labels={"figure": "chain trace", "layer": "{l}"},
+        ),
+        activity_png=report(
+            "results/{ds}/figures/pretrain_layer{l}_activity.png",
+            caption="../report/pretrain_activity.rst",
+            category=CATEGORY["pretraining"],
+            subcategory="{ds}",
+            labels={"figure": "activity vs ink: pooled features (x_next)", "layer": "{l}"},
+        ),
     params:
         layer=lambda wc: ds_cfg(wc.ds)["model"]["layers"][int(wc.l) - 1],
         pretrain=lambda wc: ds_cfg(wc.ds)["pretrain"],

@@ -13,9 +13,27 @@ rule refine:
     output:
         model="results/{ds}/refine/model.npz",
         trace="results/{ds}/refine/trace.csv",
-        trace_png="results/{ds}/figures/refine_trace.png",
-        top_refined_png="results/{ds}/figures/top_dictionary_refined.png",
-        top_pretrained_png="results/{ds}/figures/top_dictionary_pretrained.png",
+        trace_png=report(
+            "results/{ds}/figures/refine_trace.png",
+            caption="../report/refine_trace.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "chain trace (joint refinement)"},
+        ),
+        top_refined_png=report(
+            "results/{ds}/figures/top_dictionary_refined.png",
+            caption="../report/top_dictionary_refined.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "top-layer elements, refined (Fig. 2)"},
+        ),
+        top_pretrained_png=report(
+            "results/{ds}/figures/top_dictionary_pretrained.png",
+            caption="../report/top_dictionary_pretrained.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "top-layer elements, pretrained (Fig. 2)"},
+        ),
     params:
         refine=lambda wc: ds_cfg(wc.ds)["refine"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
@@ -39,7 +57,15 @@ rule topdown_features:
         data="results/{ds}/data/prepared.npz",
         model="results/{ds}/refine/model.npz",
     output:
-        "results/{ds}/unsupervised_svm/features.npz",
+        features="results/{ds}/unsupervised_svm/features.npz",
+        mixing="results/{ds}/unsupervised_svm/mixing.json",
+        activity_png=report(
+            "results/{ds}/figures/topdown_features_layer1_activity.png",
+            caption="../report/topdown_features_activity.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "activity vs ink: unsupervised_svm features", "layer": "1"},
+        ),
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["topdown_features"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
@@ -66,7 +92,13 @@ rule inpaint:
         layers=all_layer_files,
     output:
         metrics="results/{ds}/inpainting/metrics.json",
-        png="results/{ds}/figures/inpainting.png",
+        png=report(
+            "results/{ds}/figures/inpainting.png",
+            caption="../report/inpainting.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "missing-data interpolation"},
+        ),
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["inpaint"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
@@ -90,7 +122,13 @@ rule generate:
         model="results/{ds}/refine/model.npz",
         summary="results/{ds}/data/summary.json",
     output:
-        png="results/{ds}/figures/generated.png",
+        png=report(
+            "results/{ds}/figures/generated.png",
+            caption="../report/generated.rst",
+            category=CATEGORY["topdown"],
+            subcategory="{ds}",
+            labels={"figure": "generated images (Fig. 3)"},
+        ),
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["generate"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],

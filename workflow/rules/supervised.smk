@@ -6,21 +6,6 @@
 # which is not an output, so `--rerun-incomplete` resumes from it.
 
 
-def refined_start(wc) -> list:
-    """The refinement's model when the supervised chain starts from it
-    (`supervised.start_from: refined`); nothing when it starts from the pretrained
-    layers, so asking for the supervised row alone does not run the refinement."""
-    if ds_cfg(wc.ds)["supervised"]["start_from"] == "refined":
-        return [f"results/{wc.ds}/refine/model.npz"]
-    return []
-
-
-def training_cfg(sup):
-    """The supervised block without its test-time settings (all but predict.models)."""
-    return {**{k: v for k, v in sup.items() if k != "predict"},
-            "predict": {"models": sup["predict"]["models"]}}
-
-
 rule supervised:
     """Train {ds}'s supervised model: Gibbs over every layer and the SVM jointly."""
     input:
@@ -30,9 +15,27 @@ rule supervised:
     output:
         model="results/{ds}/supervised/model.npz",
         trace="results/{ds}/supervised/trace.csv",
-        trace_png="results/{ds}/figures/supervised_trace.png",
-        top_png="results/{ds}/figures/top_dictionary_supervised.png",
-        compare_png="results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png",
+        trace_png=report(
+            "results/{ds}/figures/supervised_trace.png",
+            caption="../report/supervised_trace.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "chain trace (supervised training)"},
+        ),
+        top_png=report(
+            "results/{ds}/figures/top_dictionary_supervised.png",
+            caption="../report/top_dictionary_supervised.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "top-layer elements, supervised (Fig. 2)"},
+        ),
+        compare_png=report(
+            "results/{ds}/figures/top_dictionary_unsupervised_vs_supervised.png",
+            caption="../report/top_dictionary_compare.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "top-layer elements, unsupervised vs supervised (Fig. 2)"},
+        ),
     params:
         # training settings only: of `predict` just `models` (which samples are kept), so
         # a change of the test-time settings reruns supervised_predict, not the training
@@ -66,7 +69,13 @@ rule supervised_predict:
         metrics="results/{ds}/supervised/metrics.json",
         predictions="results/{ds}/supervised/predictions.csv",
         config="results/{ds}/supervised/config.yaml",
-        confusion_png="results/{ds}/figures/confusion_supervised.png",
+        confusion_png=report(
+            "results/{ds}/figures/confusion_supervised.png",
+            caption="../report/confusion.rst",
+            category=CATEGORY["supervised"],
+            subcategory="{ds}",
+            labels={"figure": "confusion matrix (test images)"},
+        ),
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],

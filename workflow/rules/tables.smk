@@ -18,7 +18,12 @@ rule tables:
         cnn_at=[f"results/{ds}/cnn_at/{m}/metrics.json" for ds in DATASETS
                 for m in cnn_at_rows(ds)],
     output:
-        "results/tables.md",
+        report(
+            "results/tables.md",
+            caption="../report/tables.rst",
+            category=CATEGORY["tables"],
+            subcategory="all datasets",
+        ),
     params:
         datasets=DATASETS,
         config_files=CONFIG_FILES,

@@ -35,14 +35,11 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
     out[f"y_{split}"] = y
     out[f"idx_{split}"] = idx
     if split == "train":
-        h1, dh = per_layer[0], dictionaries[0].shape[0]
-        r = mixing.activity_ink_correlation(h1, x, dh, pools[0])
-        activity, ink = mixing.activity_map(h1), mixing.ink_per_cell(x, dh, pools[0])
-        diag = {"activity_ink_layer1": r, "images": int(len(x)),
-                "activity_map_layer1": activity.round(6).tolist(),
-                "ink_map_layer1": ink.round(6).tolist()}
+        diag = mixing.layer1_diagnostics(per_layer[0], x, dictionaries[0].shape[0], pools[0])
+        r = diag["activity_ink_layer1"]
         progress(f"{ds}: layer-1 activity-ink correlation {r:.3f}")
-        plots.plot_activity(activity, ink, r, snakemake.output.activity_png,
+        plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),
+                            r, snakemake.output.activity_png,
                             f"{ds}: layer-1 block posteriors (pretrained_block_svm), "
                             f"{len(x)} train images")
     progress(f"{ds}: {split} features {out[f'f_{split}'].shape} ({elapsed():.1f} s so far)")

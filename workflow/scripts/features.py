@@ -33,7 +33,7 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
     idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
     x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
     progress(f"{ds}: inferring features of {len(idx)} of {len(x_all)} {split} images")
-    per_layer = []
+    per_layer, per_layer_stats = [], []
     f = features.infer_features(
         x, dictionaries, pools, gamma_ws=gamma_ws, gamma_e_inits=gamma_e_inits,
         seed=seed_for(seed, ds, "features", split),
@@ -41,16 +41,16 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
         batch_size=int(fcfg["batch_size"]), hyper=hyper,
         jit_compile=bool(fcfg["jit_compile"]), anneal_sweeps=anneal_sweeps,
         anneal_ratio=float(fcfg["anneal_ratio"]), anneal_start=float(fcfg["anneal_start"]),
-        layer_outputs=per_layer, progress=progress)
+        layer_outputs=per_layer, chains=int(fcfg["chains"]), layer_stats=per_layer_stats,
+        progress=progress)
     if split == "train":  # does layer 1's activity follow the ink, or the scan order?
-        h1, dh = per_layer[0], dictionaries[0].shape[0]
-        r = mixing.activity_ink_correlation(h1, x, dh, pools[0])
-        diag = {"activity_ink_layer1": r, "images": int(len(x)),
-                "activity_map_layer1": mixing.activity_map(h1).round(6).tolist(),
-                "ink_map_layer1": mixing.ink_per_cell(x, dh, pools[0]).round(6).tolist()}
+        diag = mixing.layer1_diagnostics(per_layer[0], x, dictionaries[0].shape[0], pools[0])
+        r = diag["activity_ink_layer1"]
+        diag["chains"] = int(fcfg["chains"])
+        diag["half_distance_per_layer"] = [s_.get("half_distance") for s_ in per_layer_stats]
         progress(f"{ds}: layer-1 activity-ink correlation {r:.3f} ({len(x)} train images)")
-        plots.plot_activity(mixing.activity_map(h1), mixing.ink_per_cell(x, dh, pools[0]), r,
-                            snakemake.output.activity_png,
+        plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),
+                            r, snakemake.output.activity_png,
                             f"{ds}: layer-1 features (pretrained_svm), {len(x)} train images")
     f = np.asarray(f, dtype=np.float32)
     progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")

@@ -20,7 +20,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, deep_mcem, deep_plots, deep_svm  # noqa: E402
+from dgdm_tf import atomic_io, data, deep_chain, deep_mcem, deep_plots, deep_svm, mixing  # noqa: E402
 from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
 from dgdm_tf.deep_model import DeepModel  # noqa: E402
 
@@ -50,6 +50,7 @@ n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
+mixing_diag = None  # the MCEM MAP path keeps no layer-1 maps
 dvs, per_model, q_traces, infer_seconds, fn_cache = [], [], [], 0.0, {}
 for j in range(n_models):
     common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
@@ -64,6 +65,11 @@ for j in range(n_models):
     else:
         res = deep_chain.infer_topdown(x, [v[j] for v in samples_d], layers,
                                        collect=int(pcfg["collect"]), **common)
+        if j == 0:  # does layer 1's activity follow the ink, or the scan order?
+            mixing_diag = mixing.layer1_diagnostics(
+                res["layer1_pooled"], x, int(layers[0]["dict_size"]), int(layers[0]["pool"]))
+            progress(f"{ds}: layer-1 activity-ink correlation "
+                     f"{mixing_diag['activity_ink_layer1']:.3f} ({len(x)} test images, model 1)")
     dv = deep_svm.decision_values(betas[j: j + 1], mean, std, res["features"].reshape((-1,) + top_shape))
     dvs.append(dv)
     per_model.append(100.0 * float(np.mean(np.argmax(dv, 1) != labels)))
@@ -112,6 +118,7 @@ metrics = {
     "n_models_averaged": n_models,
     "test_features": kind,
     "mcem_q_trace": q_traces,
+    "activity_ink_layer1": None if mixing_diag is None else mixing_diag["activity_ink_layer1"],
     "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass
     "n_train": n_train,
     "n_test": int(len(x)),

@@ -10,7 +10,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain  # noqa: E402
+from dgdm_tf import atomic_io, data, deep_chain, mixing, plots  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -33,11 +33,22 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
         burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
         batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
         hyper=hyper, progress=progress)
+    if split == "train":
+        # does layer 1's activity follow the ink, or the scan order? (dgdm_tf.mixing)
+        diag = mixing.layer1_diagnostics(res["layer1_pooled"], x, int(layers[0]["dict_size"]),
+                                         int(layers[0]["pool"]))
+        progress(f"{ds}: layer-1 activity-ink correlation {diag['activity_ink_layer1']:.3f} "
+                 f"({len(x)} train images)")
+        plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),
+                            diag["activity_ink_layer1"], snakemake.output.activity_png,
+                            f"{ds}: layer-1 output of the top-down model (unsupervised_svm), "
+                            f"{len(x)} train images")
     out[f"f_{split}"] = res["features"].astype(np.float32)
     out[f"y_{split}"] = y
     out[f"idx_{split}"] = idx
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
-atomic_io.save_npz(snakemake.output[0], **out, n_classes=np.int64(n_classes),
+atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
                    wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
 progress(f"done in {elapsed():.1f} s")

@@ -1,0 +1,326 @@
+"""The Python helpers of the Snakemake rule files: config checks and messages, paths,
+input functions and the settings each rule hands its script.
+
+Plain Python (no Snakemake globals), so that the rule files only wire and
+`snakemake --lint` finds no functions beside rules. `workflow/rules/common.smk`
+imports this module and builds one :class:`Wiring` from the run's config; the rule
+files call its methods through the names common.smk binds (``ds_cfg``, ``res``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from snakemake.exceptions import WorkflowError
+
+# the repository's library first (as workflow/scripts/_common.py does for the scripts):
+# the wiring asks dgdm_tf.tables which images each row uses (light: no TensorFlow)
+_SRC = Path(__file__).resolve().parents[2] / "src"
+if str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))
+
+from dgdm_tf.tables import cnn_peer_runs, row_subsets  # noqa: E402
+
+
+#: the categories of `snakemake --report`, in the workflow's order (the report sorts
+#: them by name, hence the numbers); each figure's subcategory is its dataset
+REPORT_CATEGORIES = {
+    "tables": "1. Tables",
+    "data": "2. Data",
+    "pretraining": "3. Pretraining",
+    "topdown": "4. Top-down model",
+    "supervised": "5. Supervised model",
+    "baselines": "6. Baselines",
+    "benchmarks": "7. Benchmarks",
+}
+
+
+# ------------------------------------------------------------- config messages
+def _key_path(path) -> str:
+    """`datasets.mnist.model.layers[1].pool` from a jsonschema error path."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _allowed(schema: dict) -> str:
+    """What a schema fragment allows, in words."""
+    if not isinstance(schema, dict):
+        return ""
+    parts = []
+    if "enum" in schema:
+        parts.append("one of " + ", ".join(repr(v) for v in schema["enum"]))
+    elif "const" in schema:
+        parts.append(f"exactly {schema['const']!r}")
+    else:
+        t = schema.get("type")
+        if t:
+            parts.append(" or ".join(t) if isinstance(t, list) else t)
+    for kw, word in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
+                     ("exclusiveMaximum", "<"), ("minItems", "at least items:"),
+                     ("minProperties", "at least entries:"), ("pattern", "matching")):
+        if kw in schema:
+            parts.append(f"{word} {schema[kw]}")
+    if schema.get("additionalProperties") is False and "properties" in schema:
+        parts.append("keys: " + ", ".join(schema["properties"]))
+    text = ", ".join(parts)
+    if schema.get("description"):
+        text += f" ({schema['description'].strip()})"
+    return text
+
+
+def _files_text(configfiles: Iterable) -> str:
+    return ", ".join(str(f) for f in configfiles) or "(no config file)"
+
+
+def explain_validation_error(err, configfiles: Iterable) -> str:
+    """A one-paragraph message naming the offending config key and what is allowed."""
+    import jsonschema
+
+    # snakemake.utils.validate raises WorkflowError from inside `except ValidationError`,
+    # and WorkflowError flattens its args to text: the original is its __context__.
+    ve = err
+    while ve is not None and not isinstance(ve, jsonschema.ValidationError):
+        ve = ve.__cause__ or ve.__context__
+    if ve is None:
+        return str(err)
+    # descend to the most specific error (e.g. inside anyOf / $ref)
+    if ve.context:
+        ve = jsonschema.exceptions.best_match(ve.context)
+    key = _key_path(ve.absolute_path)
+    files = _files_text(configfiles)
+    if ve.validator == "additionalProperties":
+        extra = sorted(set(ve.instance) - set(ve.schema.get("properties", {})))
+        return (f"Invalid config ({files}): unknown key(s) {', '.join(map(repr, extra))} "
+                f"in `{key}`. Allowed keys: {', '.join(ve.schema.get('properties', {}))}.")
+    if ve.validator == "required":
+        return f"Invalid config ({files}): `{key}`: {ve.message}."
+    return (f"Invalid config ({files}): `{key}` = {ve.instance!r} is not allowed: "
+            f"{ve.message}. Allowed: {_allowed(ve.schema)}.")
+
+
+def config_error(configfiles: Iterable, key: str, msg: str):
+    raise WorkflowError(f"Invalid config ({_files_text(configfiles)}): `{key}`: {msg}")
+
+
+def check_config(config: dict, configfiles: Iterable) -> None:
+    """What the schema cannot say: the top layer is not pooled, and `benchmark.dataset`
+    names a configured dataset (or is null)."""
+    datasets = config["datasets"]
+    for ds, block in datasets.items():
+        layers = block["model"]["layers"]
+        if layers[-1]["pool"] != 1:
+            config_error(configfiles, f"datasets.{ds}.model.layers[{len(layers) - 1}].pool",
+                         f"the top layer is not pooled: pool must be 1, got "
+                         f"{layers[-1]['pool']}.")
+    bench = config["benchmark"]["dataset"]
+    if bench is not None and bench not in datasets:
+        config_error(configfiles, "benchmark.dataset",
+                     f"{bench!r} is not one of the configured datasets "
+                     f"({', '.join(datasets)}), nor null (= the first one).")
+
+
+# ------------------------------------------------------------ run-wide values
+def relative_config_files(configfiles: Iterable) -> list[str]:
+    """The config file(s) this run used, relative to the working directory where
+    possible: as recorded in metrics.json and results/tables.md."""
+    def rel(p) -> str:
+        try:
+            return os.path.relpath(Path(p).resolve(), Path.cwd())
+        except ValueError:
+            return str(p)
+
+    return [rel(p) for p in configfiles]
+
+
+def heavy_threads(config: dict, cores: Callable[[], int]) -> int:
+    """Threads for the heavy rules (pretraining, features, SVM, benchmarks): `threads`
+    from the config, else all cores given to Snakemake (`cores()`, Snakemake's
+    `workflow.cores`); TensorFlow's intra-op thread pool is sized from them."""
+    if config["threads"]:
+        return config["threads"]
+    try:
+        return cores()
+    except WorkflowError:  # no --cores (e.g. `snakemake --unlock`): no job runs anyway
+        return 1
+
+
+def dataset_regex(datasets: Iterable[str]) -> str:
+    """The `{ds}` wildcard's constraint: exactly one of the configured datasets."""
+    return "|".join(re.escape(d) for d in datasets)
+
+
+def training_cfg(sup: dict) -> dict:
+    """The supervised block without its test-time settings (all but predict.models)."""
+    return {**{k: v for k, v in sup.items() if k != "predict"},
+            "predict": {"models": sup["predict"]["models"]}}
+
+
+# ------------------------------------------------------- the rules' helpers
+class Wiring:
+    """The helpers that need the run's config: one instance per workflow."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.datasets: dict = config["datasets"]
+
+    # --- config lookups
+    def res(self, rule_name: str) -> dict:
+        """The `resources:` of a rule from config key `resources.<rule>`."""
+        r = self.config["resources"][rule_name]
+        # `gpu` is the name Snakemake's executors (SLURM: --gpus) read
+        return {"mem_mb": r["mem_mb"], "runtime": r["runtime"], "gpu": r["gpus"]}
+
+    def ds_cfg(self, ds: str) -> dict:
+        return self.datasets[ds]
+
+    def n_layers(self, ds: str) -> int:
+        return len(self.datasets[ds]["model"]["layers"])
+
+    def raw_dir(self, ds: str) -> str:
+        """Where a dataset's raw files live: `datasets.<ds>.raw_dir`, else `<raw_dir>/<ds>`."""
+        return self.datasets[ds].get("raw_dir") or os.path.join(self.config["raw_dir"], ds)
+
+    def data_spec(self, ds: str) -> dict:
+        """The keys of datasets.<ds> the data rules read: not `methods` nor the settings
+        blocks of the methods (model, pretrain, features, svm, cnn, ...: every mapping),
+        so that changing how a method runs does not prepare the data again (which would
+        rerun every method of the dataset)."""
+        return {k: v for k, v in self.ds_cfg(ds).items()
+                if k != "methods" and not isinstance(v, dict)}
+
+    def run_config(self, ds: str, method: str | None = None) -> dict:
+        """What a run of dataset `ds` depends on: recorded in its results, compared on
+        rerun (the `methods` list, the CNN baseline's `cnn` block and, except for
+        `method` supervised, the `supervised` block are left out: enabling another method
+        or changing the CNN or the supervised model must not rerun this one)."""
+        skip = ("methods", "cnn") + (() if method == "supervised" else ("supervised",))
+        block = {k: v for k, v in self.datasets[ds].items() if k not in skip}
+        return {"seed": self.config["seed"], "hyper": self.config["hyper"], "dataset": ds,
+                "block": block}
+
+    def enabled_runs(self) -> Iterator[tuple[str, str]]:
+        for ds, block in self.datasets.items():
+            for method in block["methods"]:
+                yield ds, method
+
+    def benchmark_dataset(self) -> str:
+        return self.config["benchmark"]["dataset"] or next(iter(self.datasets))
+
+    def benchmark_params(self, wc) -> dict:
+        """The benchmarked dataset's layers and CNN settings."""
+        block = self.ds_cfg(self.benchmark_dataset())
+        return {"layers": block["model"]["layers"], "cnn": block["cnn"]}
+
+    # --- pretraining
+    def pretrain_layer_input(self, wc) -> dict:
+        l = int(wc.l)
+        if l > self.n_layers(wc.ds):
+            raise WorkflowError(f"dataset {wc.ds} has {self.n_layers(wc.ds)} layers, not {l}")
+        if l == 1:
+            return {"x": f"results/{wc.ds}/data/prepared.npz"}
+        return {"x": f"results/{wc.ds}/pretrain/layer{l - 1}.npz"}
+
+    def all_layer_files(self, wc) -> list:
+        return [f"results/{wc.ds}/pretrain/layer{l}.npz"
+                for l in range(1, self.n_layers(wc.ds) + 1)]
+
+    # --- the SVM rows
+    def svm_inputs(self, wc) -> dict:
+        """The features of method {method}, plus what produced them (for the wall time)."""
+        out = {"features": f"results/{wc.ds}/{wc.method}/features.npz",
+               "summary": f"results/{wc.ds}/data/summary.json",
+               "layers": self.all_layer_files(wc)}
+        if wc.method == "encoder_svm":  # the reference row encodes with layer 1 alone
+            out["layers"] = out["layers"][:1]
+        if wc.method == "unsupervised_svm":
+            out["refine"] = f"results/{wc.ds}/refine/model.npz"
+            # the same SVM on the pretrained features of the same images: what refinement adds
+            out["pretrained_features"] = f"results/{wc.ds}/pretrained_svm/features.npz"
+        return out
+
+    def svm_settings(self, wc) -> dict:
+        """The Bayesian SVM's keyword arguments: the dataset's `svm` block, except that
+        the reference row encoder_svm is fitted by `encoder.svm_method` (the same model
+        and prior / hinge settings; default em, the MAP: Gibbs at its 4900 features
+        would take hours, see the schema)."""
+        kw = dict(self.ds_cfg(wc.ds)["svm"])
+        if wc.method == "encoder_svm":
+            kw["method"] = (self.ds_cfg(wc.ds).get("encoder") or {}).get("svm_method", "em")
+        return kw
+
+    # --- the supervised model
+    def refined_start(self, wc) -> list:
+        """The refinement's model when the supervised chain starts from it
+        (`supervised.start_from: refined`); nothing when it starts from the pretrained
+        layers, so asking for the supervised row alone does not run the refinement."""
+        if self.ds_cfg(wc.ds)["supervised"]["start_from"] == "refined":
+            return [f"results/{wc.ds}/refine/model.npz"]
+        return []
+
+    # --- the CNN baseline
+    def cnn_run_config(self, ds: str, row: str | None = None) -> dict:
+        """What the CNN run of `ds` depends on, recorded in its results and compared on
+        rerun: the seed, the data subsets, the model's layers and the `cnn` block (not
+        the Gibbs settings: changing those does not rerun the CNN). For the CNN at row
+        `row`'s images, also the row and the first how many images of each subset it
+        uses (dgdm_tf.tables.row_subsets: only those keys of the row's settings)."""
+        block = self.datasets[ds]
+        keep = ("kind", "paper_table", "n_train", "n_test", "model", "cnn")
+        out: dict[str, Any] = {"seed": self.config["seed"], "dataset": ds,
+                               "block": {k: block[k] for k in keep if k in block}}
+        if row is not None:
+            out["same_images_as"] = row
+            out["subsets"] = row_subsets(block, row)
+        return out
+
+    def cnn_at_rows(self, ds: str) -> list:
+        """The Gibbs rows of `ds` whose CNN peer is a cnn_at run (not the cnn run itself)."""
+        return [m for m, run in cnn_peer_runs(self.datasets[ds]).items()
+                if run == f"cnn_at/{m}"]
+
+    def cnn_at_row(self, wc) -> str:
+        if wc.method not in self.cnn_at_rows(wc.ds):
+            raise WorkflowError(
+                f"results/{wc.ds}/cnn_at/{wc.method}/: {wc.method} of {wc.ds} has no CNN at "
+                f"its own sizes (it is not enabled, the dataset does not run cnn, or the row "
+                f"uses the dataset's n_train / n_test subsets: see results/{wc.ds}/cnn/)")
+        return wc.method
+
+    # --- the large-data route (stochastic MCEM, model averaging, transfer)
+    def is_streamed(self, ds: str) -> bool:
+        return self.ds_cfg(ds)["kind"] == "imagenet2012"
+
+    def mcem_data(self, wc) -> str:
+        return (f"results/{wc.ds}/data/stream.json" if self.is_streamed(wc.ds)
+                else f"results/{wc.ds}/data/prepared.npz")
+
+    def mcem_n_train(self, ds: str):
+        return None if self.is_streamed(ds) else self.ds_cfg(ds)["n_train"]
+
+    def tfds_data_dir(self, ds: str) -> str:
+        return self.ds_cfg(ds).get("tfds_data_dir") or os.path.join(self.raw_dir(ds), "tfds")
+
+    def mcem_predict_inputs(self, wc) -> dict:
+        out = {"data": self.mcem_data(wc), "model": f"results/{wc.ds}/mcem/model.npz"}
+        if wc.method == "model_averaging":
+            out["samples"] = f"results/{wc.ds}/mcem/averaging_samples.npz"
+        return out
+
+    def transfer_source(self, ds: str) -> str:
+        src = self.ds_cfg(ds)["transfer"]["source"]
+        if src not in self.datasets:
+            raise WorkflowError(
+                f"datasets.{ds}.transfer.source = {src!r} is not a configured dataset "
+                f"({', '.join(self.datasets)}); add it (methods may be empty) or remove "
+                f"imagenet_transfer from datasets.{ds}.methods")
+        return src
+
+    # --- figures and tables
+    def enabled_metrics(self, wc) -> list:
+        return [f"results/{wc.ds}/{m}/metrics.json" for m in self.datasets[wc.ds]["methods"]]
