@@ -167,6 +167,15 @@ def test_supervised_note_names_the_test_features(features, says):
     assert says in note and ("MCEM" in note) == (features == "mcem"), note
 
 
+@pytest.mark.parametrize("chains, says", [(1, "features: 5 burn-in + 5 collection sweeps."),
+                                          (4, "features: 2 burn-in + 3 collection sweeps, 4 chains per image averaged")])
+def test_pretrained_note_names_the_feature_chains(chains, says):
+    bi, co = (5, 5) if chains == 1 else (2, 3)
+    m = {"config": {"features": {"burn_in": bi, "collect": co, "chains": chains}}}
+    note = tables._run_note("mnist", "pretrained_svm", m)
+    assert says in note and ("chains" in note) == (chains > 1), note
+
+
 # ------------------------------------------- the reference row and the CNN at row sizes
 def _block(**kw):
     b = {"kind": "mnist", "paper_table": "mnist", "n_train": 10000, "n_test": 5000,

@@ -9,32 +9,15 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
-from dgdm_tf.deep_model import DeepModel, dense_indicators, layer_inputs
+from dgdm_tf.deep_model import DeepModel, dense_indicators, indicator_map, layer_inputs
+from dgdm_tf.deep_model import unseen_blocks as _unseen_blocks
 from dgdm_tf.ops import full_conv_adjoint
 
 
-def soft_indicators(probs, geom):
-    """(N, nbh, nbw, K, p*p) position probabilities -> (N, hs, ws, K) expected Z."""
-    p = geom.p
-    n = tf.shape(probs)[0]
-    oh = tf.reshape(tf.cast(probs, tf.float32), [n, geom.nbh, geom.nbw, -1, p, p])
-    oh = tf.transpose(oh, [0, 1, 4, 2, 5, 3])
-    oh = tf.reshape(oh, [n, geom.nbh * p, geom.nbw * p, -1])
-    return oh[:, : geom.hs, : geom.ws, :]
-
-
-def unseen_blocks(mask, model: DeepModel, l: int = 0) -> np.ndarray:
-    """(N, nbh, nbw) bool: blocks of layer l (l = 0 only) whose every position's atom
-    footprint lies in hidden pixels: their Z is absent from the likelihood."""
-    assert l == 0
-    g = model.geoms[0]
-    ones = tf.ones([g.dh, g.dw, g.c, 1])
-    cnt = full_conv_adjoint(tf.constant(mask, tf.float32), ones)[..., 0].numpy()  # N, hs, ws
-    n = len(mask)
-    pad = np.zeros((n, g.nbh * g.p, g.nbw * g.p), np.float32)
-    pad[:, : g.hs, : g.ws] = cnt
-    blk = pad.reshape(n, g.nbh, g.p, g.nbw, g.p).sum(axis=(2, 4))
-    return blk == 0
+def unseen_blocks(mask, model: DeepModel) -> np.ndarray:
+    """(N, nbh, nbw) bool: layer-1 blocks whose whole footprint is hidden
+    (:func:`dgdm_tf.deep_model.unseen_blocks`, layer 0)."""
+    return _unseen_blocks(mask, model)[0]
 
 
 def fixed_gamma_e_sweep(model: DeepModel, masked: bool, *, fix_gamma_e: bool = True,
@@ -121,7 +104,7 @@ def est_hidden_rb(unseen):
         onehot = tf.one_hot(b.z[0], g0.n_states)[..., : g0.p * g0.p]  # N, nbh, nbw, K, P2
         theta = tf.exp(b.log_theta[0])[:, None, None, :, : g0.p * g0.p]  # N, 1, 1, K, P2
         probs = tf.where(unseen_t, tf.broadcast_to(theta, tf.shape(onehot)), onehot)
-        zd = [soft_indicators(probs, g0)] + [dense_indicators(z, g) for z, g in
+        zd = [indicator_map(probs, g0)] + [dense_indicators(z, g) for z, g in
                                              zip(b.z[1:], m.geoms[1:-1])]
         return layer_inputs(ctx["stats"]["expected_top"], m, b.d, zd)[0]
     return f
@@ -159,7 +142,7 @@ def est_blocks_from_prior(blocks, draw_seed=None):
             zz = tf.random.stateless_categorical(lg, 1, [draw_seed, calls[0]])[:, 0]
             repl = tf.reshape(tf.one_hot(zz, g0.n_states)[:, :p2], tf.shape(onehot))
         probs = tf.where(sel, repl, onehot)
-        zd = [soft_indicators(probs, g0)] + [dense_indicators(z, g) for z, g in
+        zd = [indicator_map(probs, g0)] + [dense_indicators(z, g) for z, g in
                                              zip(b.z[1:], m.geoms[1:-1])]
         return layer_inputs(ctx["stats"]["expected_top"], m, b.d, zd)[0]
     return f

@@ -283,12 +283,14 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
 
 
-def chain_permutations(ks: Sequence[int], seed: int, chain: int) -> list[np.ndarray]:
+def chain_permutations(ks: Sequence[int], chain: int) -> list[np.ndarray]:
     """The map order of chain ``chain`` of :func:`infer_topdown`, per layer: identity
-    for chain 0, else a seeded random permutation of each layer's K_l maps."""
+    for chain 0, else the chain-th of a fixed sequence of permutations of each layer's
+    K_l maps. Not drawn from the run's seed: train and test images (seeded apart) must
+    be visited in the same orders, or their features differ by the order."""
     if chain == 0:
         return [np.arange(k) for k in ks]
-    rng = np.random.default_rng([int(seed) & 0x7FFFFFFF, 0xC4A1, int(chain)])
+    rng = np.random.default_rng([0xC4A1, int(chain)])
     return [rng.permutation(int(k)) for k in ks]
 
 
@@ -330,7 +332,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     ``chains`` > 1: that many independent chains per batch, averaged (each output is the
     mean of the chains' means). Chain 0 is the single chain (same seed, same draws);
     chain c >= 1 is seeded by fold-in of c and runs on the model with each layer's maps
-    in a seeded random order (:func:`chain_permutations`; the same model and posterior,
+    in the c-th of a fixed sequence of orders (:func:`chain_permutations`; the same model and posterior,
     visited in another scan order: the chains freeze into scan-order decompositions, so
     chains in one order differ little); its features are put back in the given order.
     """
@@ -348,7 +350,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
     lower = model.geoms[:-1]
-    perms = [chain_permutations(ks, seed, c) for c in range(int(chains))]
+    perms = [chain_permutations(ks, c) for c in range(int(chains))]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
     feats, recs, l1s = [], [], []
     fns = {}
@@ -377,8 +379,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                 if t >= burn_in:
                     ex = stats["expected_top"]
                     f_acc = f_acc + np.asarray(ex)[..., back_top].reshape(nb, -1)
-                    zd = [soft_indicators(z, g, tf.exp(lt), u) for z, lt, u, g in
-                          zip(before.z, before.log_theta, unseen, lower)]
+                    zd = [soft_indicators(z, g, None if u is None else tf.exp(lt), u)
+                          for z, lt, u, g in zip(before.z, before.log_theta, unseen, lower)]
                     xs = layer_inputs(ex, model, st.d, zd)
                     r_acc = r_acc + np.asarray(xs[0])
                     # layer 1's pooled output (its S when it is the top), for the mixing diagnostics

@@ -229,15 +229,22 @@ class DeepModel:
 # The generative function g
 # ---------------------------------------------------------------------------------------
 
+def indicator_map(weights: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """Per-block position weights (N, nbh, nbw, K, p*p) -> the dense map (N, hs, ws, K)
+    (position m of a block row-major; positions outside S dropped)."""
+    p = geom.p
+    w = tf.cast(weights, tf.float32)
+    n = tf.shape(w)[0]
+    w = tf.reshape(w, [n, geom.nbh, geom.nbw, -1, p, p])
+    w = tf.transpose(w, [0, 1, 4, 2, 5, 3])
+    w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, -1])
+    return w[:, : geom.hs, : geom.ws, :]
+
+
 def dense_indicators(z: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     """Block states (N, nbh, nbw, K) -> 0/1 unpooling map Z (N, hs, ws, K)."""
     p = geom.p
-    oh = tf.one_hot(z, p * p + 1, dtype=tf.float32)[..., : p * p]  # N, nbh, nbw, K, P2
-    n = tf.shape(z)[0]
-    oh = tf.reshape(oh, [n, geom.nbh, geom.nbw, -1, p, p])
-    oh = tf.transpose(oh, [0, 1, 4, 2, 5, 3])
-    oh = tf.reshape(oh, [n, geom.nbh * p, geom.nbw * p, -1])
-    return oh[:, : geom.hs, : geom.ws, :]
+    return indicator_map(tf.one_hot(z, p * p + 1, dtype=tf.float32)[..., : p * p], geom)
 
 
 def soft_indicators(z: tf.Tensor, geom: LayerGeometry, probs: tf.Tensor | None = None,
@@ -251,12 +258,7 @@ def soft_indicators(z: tf.Tensor, geom: LayerGeometry, probs: tf.Tensor | None =
     p = geom.p
     oh = tf.one_hot(z, p * p + 1, dtype=tf.float32)[..., : p * p]  # N, nbh, nbw, K, P2
     pr = tf.cast(probs, tf.float32)[:, None, None, :, : p * p]  # N, 1, 1, K, P2
-    oh = tf.where(tf.convert_to_tensor(where, tf.bool)[..., None, None], pr, oh)
-    n = tf.shape(z)[0]
-    oh = tf.reshape(oh, [n, geom.nbh, geom.nbw, -1, p, p])
-    oh = tf.transpose(oh, [0, 1, 4, 2, 5, 3])
-    oh = tf.reshape(oh, [n, geom.nbh * p, geom.nbw * p, -1])
-    return oh[:, : geom.hs, : geom.ws, :]
+    return indicator_map(tf.where(tf.convert_to_tensor(where, tf.bool)[..., None, None], pr, oh), geom)
 
 
 def unseen_blocks(mask: np.ndarray, model: "DeepModel") -> list[np.ndarray]:

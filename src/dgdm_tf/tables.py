@@ -229,8 +229,9 @@ def _run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
             + (f" (the first {tempered} burn-in sweeps tempered)" if tempered else ""))
     feat = cfg.get("features") or {}
     if feat and method not in ("unsupervised_svm", "supervised"):
+        chains = int(feat.get("chains") or 1)
         bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
-                    "collection sweeps")
+                    "collection sweeps" + (f", {chains} chains per image averaged" if chains > 1 else ""))
     svm = cfg.get("svm") or {}
     if svm and method != "supervised":
         bits.append(f"SVM: {svm.get('burn_in')} burn-in + {svm.get('collect')} collection")
