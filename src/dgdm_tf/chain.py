@@ -9,6 +9,7 @@ and ends bit-for-bit where an uninterrupted run ends (same machine, same TF buil
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,9 +22,12 @@ import tensorflow as tf
 
 from dgdm_tf import anneal, atomic_io
 from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.ridge_start import RidgeStart, ridge_start
 from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
                               init_state, log_likelihood, make_sweep_fn, pad_input)
 from dgdm_tf.ops import full_conv
+
+_START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own seed
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
                  "gamma_e_mean", "gamma_w", "seconds"]
@@ -86,7 +90,7 @@ def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
     d_drop = tf.gather(state.d, drop, axis=3)
     back = full_conv(blocks_to_nhwc(s_drop, g.with_k(len(drop))), d_drop)
     new_geom = g.with_k(int(len(keep)))
-    new_model = LayerModel(new_geom, model.hyper, top=model.top, n_images=model.n)
+    new_model = LayerModel(new_geom, model.hyper, top=model.top, n_images=model.n, scan=model.scan)
     state = state._replace(
         s=tf.gather(state.s, keep, axis=2), z=tf.gather(state.z, keep, axis=2),
         d=tf.gather(state.d, keep, axis=3), log_theta=tf.gather(state.log_theta, keep, axis=1),
@@ -108,7 +112,8 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                        progress: Callable[[str], None] | None = print,
                        jit_compile: bool = False, stop_after: int | None = None,
                        dict_init: str = "patches", anneal_sweeps: int = 0,
-                       anneal_ratio: float = 1.0, anneal_start: float = 1.0) -> dict:
+                       anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                       scan: str = "random", start: RidgeStart | None = RidgeStart()) -> dict:
     """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
@@ -117,7 +122,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     ``pretrain.resample_zw``). A layer with ``pool == 1`` is a top layer with the
     spike-slab prior. The first ``anneal_sweeps`` burn-in sweeps run at a tempered
     likelihood, gamma_e capped by a schedule rising ``anneal_ratio``-fold from
-    ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.anneal`).
+    ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.anneal`). ``scan`` is the sweep's visiting
+    order (``pretrain.LayerModel``); ``start`` the local state's start given the initial
+    D (:mod:`dgdm_tf.ridge_start`; ``None``: every block off).
     ``stop_after`` ends the run early after that many sweeps in total (used to test
     resumption); the result is then ``None``.
 
@@ -139,13 +146,17 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     hyp = Hyper.from_dict(hyper)
     n, h, w, c = x.shape
     geom = LayerGeometry(hx=h, wx=w, c=c, dh=dict_size, dw=dict_size, k=n_dict, p=pool)
-    model = LayerModel(geom, hyp, top=(pool == 1), n_images=n)
+    model = LayerModel(geom, hyp, top=(pool == 1), n_images=n, scan=scan)
     total = burn_in + collect * thin
     fp = fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
                       burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
                       hyper=hyp.__dict__, dict_init=dict_init,
                       **({"anneal": [anneal_sweeps, anneal_ratio, anneal_start]}
-                         if anneal_sweeps else {}))
+                         if anneal_sweeps else {}),
+                      # absent while they are the sampler's old defaults, so checkpoints of
+                      # earlier runs of those settings still resume
+                      **({"scan": scan} if scan != "fixed" else {}),
+                      **({"start": dataclasses.asdict(start)} if start is not None else {}))
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
     x_tf = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
@@ -169,8 +180,12 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                 say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
     if state is None:
         state = init_state(x, model, tf.constant([seed, 0x5EED], tf.int32), dict_init=dict_init)
+        if start is not None:
+            state = ridge_start(state, x_tf, model, start,
+                                tf.constant([seed, _START_SALT], tf.int32))
     else:
-        model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n)
+        model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n,
+                           scan=scan)
     sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
 
     def save(sweep_idx):

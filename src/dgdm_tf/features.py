@@ -22,6 +22,10 @@ from dgdm_tf.chain import check_finite
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.mixing import map_distance
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.ridge_start import RidgeStart, ridge_start
+
+
+_START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own stream
 
 
 def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
@@ -29,12 +33,17 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
                 burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
                 anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
                 colour_order=None, chains: int = 1, stats: dict | None = None,
-                layer_index: int = 0, progress: Callable[[str], None] | None = print) -> np.ndarray:
+                layer_index: int = 0, scan: str = "random",
+                start: RidgeStart | None = RidgeStart(),
+                progress: Callable[[str], None] | None = print) -> np.ndarray:
     """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed.
 
     The first ``anneal_sweeps`` burn-in sweeps cap gamma_e by a schedule rising
     ``anneal_ratio``-fold from ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.anneal`).
-    ``colour_order`` is the sampler's scan order (``pretrain.LayerModel``).
+    ``scan`` is the sampler's visiting order (``pretrain.LayerModel``; ``colour_order``
+    the fixed scan's order). ``start``: each chain's local state starts at
+    :mod:`dgdm_tf.ridge_start`'s fit of the image (gamma_e at its conditional mean there,
+    ``gamma_e_init`` unused); ``None``: every block off, gamma_e at ``gamma_e_init``.
 
     ``chains`` independent chains per image are averaged. At the model's noise precision
     one chain keeps the decomposition of the image it reaches in its first sweeps; the
@@ -42,7 +51,8 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
     chain (``colour_order``, the seeds of ``chains=1``); chain c > 0 visits the colours in
     the c-th of a fixed sequence of orders (a permutation seeded by (layer, c), not by
     ``seed``, so train and test features are built by the same orders), each an exact
-    sweep; its draws come from ``seed``. With ``stats`` (a
+    sweep; its draws come from ``seed``. With ``scan="random"`` the chains differ by their
+    seeds only. With ``stats`` (a
     dict) and two or more chains, ``stats['half_distance']`` is the relative distance
     between the averages of the even and the odd chains (``mixing.map_distance`` of the
     two feature tensors): near 0 when the chains agree, ~1.4 when they are unrelated.
@@ -64,9 +74,11 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
     colours = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
     sums = np.zeros((2, n, geom.nbh, geom.nbw, geom.k), np.float64)  # even, odd chains
     t0 = time.time()
+    if scan == "random" and colour_order is not None:
+        raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
     for ch in range(chains):
         order = colour_order
-        if ch > 0:
+        if ch > 0 and scan == "fixed":
             # the same orders for every image set: train and test features built alike
             perm = np.random.default_rng([layer_index, ch]).permutation(len(colours))
             order = [colours[i] for i in perm]
@@ -74,7 +86,8 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
         for b0 in range(0, n, batch_size):
             xb = x[b0: b0 + batch_size]
             nb = len(xb)
-            model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=order)
+            model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=order,
+                               scan=scan)
             if nb not in fns:  # the last, shorter batch gets its own trace
                 fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False,
                                         return_expected_pool=True, jit_compile=jit_compile)
@@ -85,6 +98,10 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
             st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
             st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
             xt = tf.constant(xb)
+            if start is not None:
+                st = ridge_start(st, xt, model, start,
+                                 tf.random.experimental.stateless_fold_in(bseed, _START_SALT),
+                                 fixed_gamma_w=True)
             acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
             start = anneal_start * anneal.start_precision(xb)
             for t in range(burn_in + collect):
@@ -109,7 +126,8 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
                    hyper: dict | None = None, jit_compile: bool = False,
                    anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
                    layer_outputs: list | None = None, chains: int = 1,
-                   layer_stats: list | None = None,
+                   layer_stats: list | None = None, scan: str = "random",
+                   start: RidgeStart | None = RidgeStart(),
                    progress: Callable[[str], None] | None = print) -> np.ndarray:
     """(N, F) top-layer features of ``x`` through every layer, samples averaged.
 
@@ -121,6 +139,7 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
     ``layer_outputs``, a list, receives each layer's pooled posterior mean (N, h, w, K)
     (the mixing diagnostics read layer 1's). ``chains``: independent chains per image,
     averaged (:func:`infer_layer`); ``layer_stats``, a list, receives each layer's stats.
+    ``scan``, ``start``: every layer's chains' scan order and start (:func:`infer_layer`).
     """
     if gamma_e_inits is None:
         gamma_e_inits = [None] * len(dictionaries)
@@ -134,7 +153,7 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
                         collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
                         jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
                         anneal_ratio=anneal_ratio, anneal_start=anneal_start, chains=chains,
-                        stats=st, progress=progress)
+                        stats=st, scan=scan, start=start, progress=progress)
         if layer_outputs is not None:
             layer_outputs.append(h)
         if layer_stats is not None:

@@ -40,6 +40,8 @@ import tensorflow as tf
 from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import LayerGeometry, dirichlet_prior
 
+_SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
+
 PretrainState = collections.namedtuple(
     "PretrainState", ["s", "z", "d", "log_theta", "gamma_w", "gamma_e", "resid", "seed"])
 
@@ -68,16 +70,26 @@ class LayerModel:
     """Everything a sweep needs that is not state: geometry, priors, masks."""
 
     def __init__(self, geom: LayerGeometry, hyper: Hyper, top: bool, n_images: int,
-                 colour_order: tuple[tuple[int, int], ...] | None = None):
+                 colour_order: tuple[tuple[int, int], ...] | None = None, scan: str = "random"):
         self.geom = geom
-        # The order a sweep visits the colours in (row-major by default). Any order gives
-        # an exact sweep; the mixing diagnostics compare orders (dgdm_tf.mixing).
+        # ``scan``: "random" draws the order of the colours and, within each colour, of
+        # the maps afresh every sweep from the sweep's seed; "fixed" visits the colours in
+        # ``colour_order`` (row-major by default) and the maps in index order. Every
+        # order gives an exact sweep, and a random order drawn independently of the state
+        # is a mixture of exact sweeps. With a fixed order the blocks visited first take
+        # whatever residual a sweep finds, so a chain's features drift towards the colour
+        # visited first (docs/design.md, "Mixing").
+        if scan not in ("random", "fixed"):
+            raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
+        self.scan = scan
         grid = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
         self.colour_order = tuple(grid) if colour_order is None else tuple(
             (int(a), int(b)) for a, b in colour_order)
         if sorted(self.colour_order) != grid:
             raise ValueError(f"colour_order must visit each of the {len(grid)} colours "
                              f"{grid} once, got {self.colour_order}")
+        if scan == "random" and colour_order is not None:
+            raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
         self.hyper = hyper
         self.top = top
         self.n = n_images
@@ -236,26 +248,44 @@ def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
 # Conditionals
 # ---------------------------------------------------------------------------------------
 
-def _colour_tiles(resid, g: LayerGeometry, a: int, b: int):
+def _colour_tiles(resid, g: LayerGeometry, a, b):
     """The footprints of colour (a, b)'s blocks in the residual, one row per block:
-    (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint."""
+    (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint. ``a``, ``b``
+    may be tensors (a scan order drawn at run time)."""
     n = tf.shape(resid)[0]
-    i0, j0 = a * g.p, b * g.p
-    reg = resid[:, i0: i0 + g.nch * g.tile_h, j0: j0 + g.ncw * g.tile_w, :]
+    reg = tf.slice(resid, tf.stack([0, a * g.p, b * g.p, 0]),
+                   [-1, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
     reg = tf.reshape(reg, [n, g.nch, g.tile_h, g.ncw, g.tile_w, g.c])[:, :, : g.fh, :, : g.fw, :]
     reg = tf.transpose(reg, [0, 1, 3, 2, 4, 5])
     return tf.reshape(reg, [n * g.nch * g.ncw, g.fh * g.fw * g.c])
 
 
-def _tiles_to_residual(tiles, g: LayerGeometry, a: int, b: int, n):
+def _tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
     """Inverse placement of :func:`_colour_tiles` (zeros elsewhere), on the padded grid."""
     t = tf.reshape(tiles, [n, g.nch, g.ncw, g.fh, g.fw, g.c])
     t = tf.transpose(t, [0, 1, 3, 2, 4, 5])
     t = tf.pad(t, [[0, 0], [0, 0], [0, g.tile_h - g.fh], [0, 0], [0, g.tile_w - g.fw], [0, 0]])
     t = tf.reshape(t, [n, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
     i0, j0 = a * g.p, b * g.p
-    return tf.pad(t, [[0, 0], [i0, g.hr - i0 - g.nch * g.tile_h],
-                      [j0, g.wr - j0 - g.ncw * g.tile_w], [0, 0]])
+    return tf.pad(t, tf.stack([[0, 0], [i0, g.hr - i0 - g.nch * g.tile_h],
+                               [j0, g.wr - j0 - g.ncw * g.tile_w], [0, 0]]))
+
+
+def scan_orders(model: LayerModel, seed):
+    """(colour ids (G_h G_w,), map order per colour (G_h G_w, K)) of one sweep.
+
+    A colour's id is a * G_w + b. ``scan == "fixed"``: ``model.colour_order`` and the maps
+    in index order; ``"random"``: both permutations drawn from ``seed`` (stateless), so
+    the same seed gives the same sweep."""
+    g = model.geom
+    n_col = g.gh * g.gw
+    if model.scan == "fixed":
+        ids = tf.constant([a * g.gw + b for a, b in model.colour_order], tf.int32)
+        return ids, tf.broadcast_to(tf.range(g.k, dtype=tf.int32), [n_col, g.k])
+    s_col, s_map = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    ids = tf.argsort(tf.random.stateless_uniform([n_col], s_col))
+    maps = tf.argsort(tf.random.stateless_uniform([n_col, g.k], s_map), axis=-1)
+    return ids, maps
 
 
 def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
@@ -267,10 +297,13 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         log p(z = m) = log theta_m + 1/2 log(gamma_w / P) + (gamma_e c_m)^2 / (2 P)
         log p(z = off) = log theta_off
         W | z = m ~ N(gamma_e c_m / P, 1 / P)
-    Colour after colour, map after map: the blocks of one colour of one map have
-    disjoint footprints, so they are conditionally independent and drawn together.
-    Within a colour the residual is held as its blocks' footprint tiles, so each step is
-    two small matmuls (correlation and residual update) instead of image-sized convs.
+    Colour after colour, map after map, in the order :func:`scan_orders` gives: the
+    blocks of one colour of one map have disjoint footprints, so they are conditionally
+    independent and drawn together. Within a colour the residual is held as its blocks'
+    footprint tiles, so each step is two small matmuls (correlation and residual update)
+    instead of image-sized convs. A step's draws are seeded by (colour id, map index),
+    whatever the order, so ``scan="fixed"`` with the default order repeats the draws of
+    the sampler before the random scan existed.
 
     With ``return_expected_pool`` it also returns, per block, E[pooled value | rest] =
     sum_m p(z = m | -) E[W | z = m, -] at the moment the block is drawn: averaging these
@@ -279,6 +312,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     """
     g = model.geom
     p2 = g.p * g.p
+    n_col = g.gh * g.gw
     kb = tf.reshape(block_kernels(state.d, g), [g.k, g.fh * g.fw * g.c, p2])  # K, F, P2
     gram = tf.einsum("kfm,kfq->kmq", kb, kb)  # K, P2, P2
     dnorm = tf.linalg.diag_part(gram)[:, 0]  # ||D_k||^2 (the same at every offset)
@@ -288,20 +322,33 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     gw = state.gamma_w
     log_theta = tf.transpose(state.log_theta, [1, 0, 2])[:, :, None, :]  # K, N, 1, S
     neg_inf = tf.constant(-np.inf, tf.float32)
+    # the draws keep the seed's own stream; the scan order comes from a salted fold-in
+    seed_draw = seed
+    colour_ids, map_orders = scan_orders(
+        model, tf.random.experimental.stateless_fold_in(seed, _SCAN_SALT))
+    # colour-major state and masks flattened over the G_h x G_w colours, so a colour is
+    # picked by its id at run time
+    s_col = tf.reshape(state.s, [n_col, g.k, n * nb, p2])
+    valid_col = tf.reshape(model.valid, [n_col, 1, nb, p2])
+    real_col = tf.reshape(model.block_valid, [n_col, 1, nb, 1])
     resid = state.resid
-    s_new_c, z_new_c, e_new_c = {}, {}, {}
-    for a, b in model.colour_order:  # one colour: its blocks of every map, map after map
-        colour_seed = tf.random.experimental.stateless_fold_in(seed, a * g.gw + b)
-        valid = tf.reshape(model.valid[a, b], [1, nb, p2])
-        real = tf.reshape(model.block_valid[a, b], [1, nb, 1])
+    s_new_c, z_new_c, e_new_c = [], [], []
+    for slot in range(n_col):  # one colour a slot: its blocks of every map, map after map
+        ci = colour_ids[slot]
+        a, b = ci // g.gw, ci % g.gw
+        colour_seed = tf.random.experimental.stateless_fold_in(seed_draw, ci)
+        valid = valid_col[ci]
+        real = real_col[ci]
         tiles0 = _colour_tiles(resid, g, a, b)
-        s_ab = tf.reshape(state.s[a, b], [g.k, n * nb, p2])
+        s_ab = s_col[ci]
+        order = map_orders[slot]
         s_out = tf.TensorArray(tf.float32, size=g.k)
         e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
         z_out = tf.TensorArray(tf.int32, size=g.k)
 
-        def body(k, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
-                 colour_seed=colour_seed):
+        def body(i, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
+                 colour_seed=colour_seed, order=order):
+            k = order[i]
             s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
                 tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
             s_old = s_ab[k]  # M, P2
@@ -327,24 +374,27 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
                 prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
                 e_out = e_out.write(k, tf.reshape(
                     tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1]))
-            return (k + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
+            return (i + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
                     e_out)
 
         _, tiles, s_out, z_out, e_out = tf.while_loop(
-            lambda k, *_: k < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
+            lambda i, *_: i < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
             parallel_iterations=1)
         resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
-        s_new_c[a, b] = tf.reshape(s_out.stack(), [g.k, n, g.nch, g.ncw, p2])
-        z_new_c[a, b] = tf.reshape(z_out.stack(), [g.k, n, g.nch, g.ncw])
+        s_new_c.append(s_out.stack())
+        z_new_c.append(z_out.stack())
         if return_expected_pool:
-            e_new_c[a, b] = tf.reshape(e_out.stack(), [g.k, n, g.nch, g.ncw])
+            e_new_c.append(e_out.stack())
 
-    def grid(per_colour):  # back to the colour-major layout (Gh, Gw, ...)
-        return tf.stack([tf.stack([per_colour[a, b] for b in range(g.gw)]) for a in range(g.gh)])
+    slot_of = tf.math.invert_permutation(colour_ids)  # colour id -> the slot that drew it
 
-    state = state._replace(s=grid(s_new_c), z=grid(z_new_c), resid=resid)
+    def grid(per_slot, shape):  # back to the colour-major layout (Gh, Gw, ...)
+        return tf.reshape(tf.gather(tf.stack(per_slot), slot_of), [g.gh, g.gw] + shape)
+
+    shape = [g.k, n, g.nch, g.ncw]
+    state = state._replace(s=grid(s_new_c, shape + [p2]), z=grid(z_new_c, shape), resid=resid)
     if return_expected_pool:
-        return state, _blocks_to_pooled(grid(e_new_c), g)
+        return state, _blocks_to_pooled(grid(e_new_c, shape), g)
     return state
 
 
