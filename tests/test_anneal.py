@@ -1,8 +1,10 @@
-"""Tempered burn-in (dgdm_tf.anneal) and the scan order of the layer sampler.
+"""Tempered burn-in (dgdm_tf.anneal) of the layer sampler with a fixed scan order,
+started with every block off (the sampler before the random scan and the ridge start,
+``scan="fixed", start=None``; tests/test_ridge_start.py tests the default).
 
 On data drawn from the model with similar, overlapping atoms (smooth strokes at six
-orientations), a chain started at the true noise precision freezes in its first sweep
-into the decomposition its colour order builds: reversing the order moves the mean
+orientations), such a chain started at the true noise precision freezes in its first
+sweep into the decomposition its colour order builds: reversing the order moves the mean
 activity map ~20x further than a change of seed does, and the features barely track the
 true codes. Tempered burn-in lets the explanations settle by the data before the chain
 reaches that precision. Fixed seeds; the tolerances are stated at each assertion.
@@ -15,7 +17,7 @@ from dgdm_tf import anneal, mixing
 from dgdm_tf.chain import run_pretrain_layer
 from dgdm_tf.features import infer_layer
 from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.ops import full_conv, pool
+from _model_draws import strokes as _strokes
 
 
 def test_cap_schedule_rises_geometrically_then_lifts():
@@ -33,39 +35,19 @@ def test_cap_schedule_rises_geometrically_then_lifts():
     np.testing.assert_allclose(anneal.start_precision(x), 1.0 / x.reshape(2, -1).var(1), rtol=1e-5)
 
 
-def _strokes(n=300, seed=0, k=6, side=5, p=2, img=18, on=0.08, noise=0.02):
-    """Images drawn from the layer model: smooth strokes at k orientations (similar
-    atoms, so many decompositions nearly fit), blocks on with probability ``on``."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[:side, :side] - (side - 1) / 2
-    atoms = []
-    for kk in range(k):
-        t = np.pi * kk / k
-        u, v = xx * np.cos(t) + yy * np.sin(t), -xx * np.sin(t) + yy * np.cos(t)
-        atoms.append(np.exp(-v ** 2 - u ** 2 / 8.0))
-    d = np.stack(atoms, -1)[:, :, None, :].astype(np.float32)
-    d *= side / np.linalg.norm(d.reshape(-1, k), axis=0)
-    hs = img - side + 1
-    nb = -(-hs // p)
-    s = np.zeros((n, nb * p, nb * p, k), np.float32)
-    for i, bi, bj, kk in zip(*np.nonzero(rng.random((n, nb, nb, k)) < on)):
-        m = rng.integers(0, p * p)
-        s[i, bi * p + m // p, bj * p + m % p, kk] = abs(rng.normal(1.0, 0.3))
-    s = s[:, :hs, :hs]
-    x = full_conv(s, d).numpy() + noise * rng.normal(size=(n, img, img, 1))
-    return x.astype(np.float32), d, pool(s, p).numpy(), p
-
-
 @pytest.fixture(scope="module")
 def strokes():
     return _strokes()
+
+
+OLD = dict(scan="fixed", start=None)  # fixed colour order, every block off at the start
 
 
 def _run(x, d, p, seed, anneal_sweeps, order=None):
     return infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=seed,
                        burn_in=max(anneal_sweeps, 5), collect=5, batch_size=len(x),
                        anneal_sweeps=anneal_sweeps, anneal_ratio=3000.0, anneal_start=0.05,
-                       colour_order=order, progress=None)
+                       colour_order=order, progress=None, **OLD)
 
 
 def test_scan_order_moves_frozen_chains_but_not_tempered_ones(strokes):
@@ -96,6 +78,9 @@ def test_a_cap_above_every_precision_changes_no_draw(strokes):
     capped = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=3, burn_in=2,
                          collect=2, batch_size=40, anneal_sweeps=2, anneal_ratio=1.0,
                          anneal_start=1e9, progress=None)
+    assert not np.array_equal(plain, infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0,
+                                                 seed=4, burn_in=2, collect=2, batch_size=40,
+                                                 progress=None))  # the seed matters
     np.testing.assert_array_equal(plain, capped)
 
 
@@ -119,7 +104,7 @@ def test_independent_chains_average_over_decompositions(strokes):
         st = {}
         f = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=1, burn_in=10,
                         collect=5, batch_size=len(x), anneal_sweeps=10, anneal_ratio=3000.0,
-                        anneal_start=0.05, chains=m, stats=st, progress=None)
+                        anneal_start=0.05, chains=m, stats=st, progress=None, **OLD)
         out[m] = dict(truth=np.corrcoef(f.ravel(), truth.ravel())[0, 1], half=st["half_distance"])
     one = _run(x, d, p, 1, 10)
     truth_one = np.corrcoef(one.ravel(), truth.ravel())[0, 1]

@@ -103,9 +103,9 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
                                  tf.random.experimental.stateless_fold_in(bseed, _START_SALT),
                                  fixed_gamma_w=True)
             acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
-            start = anneal_start * anneal.start_precision(xb)
+            cap_start = anneal_start * anneal.start_precision(xb)
             for t in range(burn_in + collect):
-                cap = anneal.gamma_e_cap(start, t, anneal_sweeps, anneal_ratio)
+                cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
                 st, expected = fns[nb](st, xt) if cap is None else fns[nb](st, xt, tf.constant(cap))
                 if t >= burn_in:
                     acc += np.asarray(expected)

@@ -48,6 +48,16 @@ class RidgeStart:
     ridge: float = 0.01
     iterations: int = 40
 
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> "RidgeStart | None":
+        """A config block ``{kind, threshold, ridge, iterations}`` -> settings, or ``None``
+        for ``kind: off`` (every block off at the start)."""
+        cfg = dict(cfg or {})
+        kind = cfg.pop("kind", "ridge")
+        if kind not in ("ridge", "off"):
+            raise ValueError(f"start.kind must be 'ridge' or 'off', got {kind!r}")
+        return None if kind == "off" else cls(**cfg)
+
     def __post_init__(self):
         if not 0 <= self.threshold < 1 or self.ridge <= 0 or self.iterations < 1:
             raise ValueError("the ridge start needs 0 <= threshold < 1, ridge > 0 and "

@@ -12,6 +12,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 
 from dgdm_tf import atomic_io, data, features, mixing, plots  # noqa: E402
+from dgdm_tf.ridge_start import RidgeStart  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -42,7 +43,7 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
         jit_compile=bool(fcfg["jit_compile"]), anneal_sweeps=anneal_sweeps,
         anneal_ratio=float(fcfg["anneal_ratio"]), anneal_start=float(fcfg["anneal_start"]),
         layer_outputs=per_layer, chains=int(fcfg["chains"]), layer_stats=per_layer_stats,
-        progress=progress)
+        scan=str(fcfg["scan"]), start=RidgeStart.from_config(fcfg["start"]), progress=progress)
     if split == "train":  # does layer 1's activity follow the ink, or the scan order?
         diag = mixing.layer1_diagnostics(per_layer[0], x, dictionaries[0].shape[0], pools[0])
         r = diag["activity_ink_layer1"]

@@ -18,6 +18,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 
 from dgdm_tf import atomic_io, chain, data, mixing, plots  # noqa: E402
+from dgdm_tf.ridge_start import RidgeStart  # noqa: E402
 
 ds = snakemake.wildcards.ds
 l = int(snakemake.wildcards.l)
@@ -58,6 +59,8 @@ out = chain.run_pretrain_layer(
     anneal_sweeps=int(round(float(pre["anneal_fraction"]) * int(pre["burn_in"]))),
     anneal_ratio=float(pre["anneal_ratio"]),
     anneal_start=float(pre["anneal_start"]),
+    scan=str(pre["scan"]),
+    start=RidgeStart.from_config(pre["start"]),
     progress=progress,
 )
 kept = np.asarray(out["kept"])
