@@ -253,8 +253,10 @@ def _colour_tiles(resid, g: LayerGeometry, a, b):
     (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint. ``a``, ``b``
     may be tensors (a scan order drawn at run time)."""
     n = tf.shape(resid)[0]
-    reg = tf.slice(resid, tf.stack([0, a * g.p, b * g.p, 0]),
-                   [-1, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
+    # a roll to the colour's offset, then a static slice: under XLA a slice whose start
+    # is only known at run time recompiles on every call
+    reg = tf.roll(resid, tf.stack([-a * g.p, -b * g.p]), axis=[1, 2])
+    reg = reg[:, : g.nch * g.tile_h, : g.ncw * g.tile_w, :]
     reg = tf.reshape(reg, [n, g.nch, g.tile_h, g.ncw, g.tile_w, g.c])[:, :, : g.fh, :, : g.fw, :]
     reg = tf.transpose(reg, [0, 1, 3, 2, 4, 5])
     return tf.reshape(reg, [n * g.nch * g.ncw, g.fh * g.fw * g.c])
@@ -266,9 +268,11 @@ def _tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
     t = tf.transpose(t, [0, 1, 3, 2, 4, 5])
     t = tf.pad(t, [[0, 0], [0, 0], [0, g.tile_h - g.fh], [0, 0], [0, g.tile_w - g.fw], [0, 0]])
     t = tf.reshape(t, [n, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
-    i0, j0 = a * g.p, b * g.p
-    return tf.pad(t, tf.stack([[0, 0], [i0, g.hr - i0 - g.nch * g.tile_h],
-                               [j0, g.wr - j0 - g.ncw * g.tile_w], [0, 0]]))
+    # static padding, then a roll to the colour's offset: XLA needs a pad's widths at
+    # compile time, a roll's shift it does not; the zeros padded below and right are at
+    # least the offset, so nothing but zeros wraps around
+    t = tf.pad(t, [[0, 0], [0, g.hr - g.nch * g.tile_h], [0, g.wr - g.ncw * g.tile_w], [0, 0]])
+    return tf.roll(t, tf.stack([a * g.p, b * g.p]), axis=[1, 2])
 
 
 def scan_orders(model: LayerModel, seed):
@@ -337,10 +341,12 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         ci = colour_ids[slot]
         a, b = ci // g.gw, ci % g.gw
         colour_seed = tf.random.experimental.stateless_fold_in(seed_draw, ci)
-        valid = valid_col[ci]
-        real = real_col[ci]
+        # gathers, not slices: XLA would make a run-time slice start a compile-time
+        # constant and recompile the sweep on every call
+        valid = tf.gather(valid_col, ci)
+        real = tf.gather(real_col, ci)
         tiles0 = _colour_tiles(resid, g, a, b)
-        s_ab = s_col[ci]
+        s_ab = tf.gather(s_col, ci)
         order = map_orders[slot]
         s_out = tf.TensorArray(tf.float32, size=g.k)
         e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
@@ -351,11 +357,12 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
             k = order[i]
             s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
                 tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
-            s_old = s_ab[k]  # M, P2
-            corr = tiles @ kb[k] + s_old @ gram[k]
+            s_old = tf.gather(s_ab, k)  # M, P2
+            kb_k = tf.gather(kb, k)
+            corr = tiles @ kb_k + s_old @ tf.gather(gram, k)
             corr = tf.reshape(corr, [n, nb, p2])
-            prec = ge * dnorm[k] + gw  # N,1,1
-            lt = log_theta[k]  # N,1,S
+            prec = ge * tf.gather(dnorm, k) + gw  # N,1,1
+            lt = tf.gather(log_theta, k)  # N,1,S
             on = lt[..., :p2] + 0.5 * tf.math.log(gw / prec) + 0.5 * tf.square(ge * corr) / prec
             # A partial edge block's position outside S carries no data: its state has
             # the off state's likelihood (theta stays conjugate); padded blocks are no
@@ -369,7 +376,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
             c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
             eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
             s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
-            tiles = tiles - tf.matmul(s_new - s_old, kb[k], transpose_b=True)
+            tiles = tiles - tf.matmul(s_new - s_old, kb_k, transpose_b=True)
             if return_expected_pool:  # only the chains that average features pay for it
                 prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
                 e_out = e_out.write(k, tf.reshape(
@@ -386,7 +393,9 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         if return_expected_pool:
             e_new_c.append(e_out.stack())
 
-    slot_of = tf.math.invert_permutation(colour_ids)  # colour id -> the slot that drew it
+    # colour id -> the slot that drew it (a scatter: XLA's invert_permutation wants its
+    # input at compile time)
+    slot_of = tf.scatter_nd(colour_ids[:, None], tf.range(n_col, dtype=tf.int32), [n_col])
 
     def grid(per_slot, shape):  # back to the colour-major layout (Gh, Gw, ...)
         return tf.reshape(tf.gather(tf.stack(per_slot), slot_of), [g.gh, g.gw] + shape)
