@@ -250,6 +250,18 @@ def test_fast_bottom_blocks_with_missing_pixels_match_the_generic_path():
     np.testing.assert_allclose(a.resid.numpy(), G.residual(a, x * mask, model, mask).numpy(), atol=1e-4)
 
 
+def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
+    """A chunked sweep traces its per-image steps again with the batch unknown (chunks of
+    other sizes); the dense unpooling maps must still know their map count, or the
+    windowed passes of a three-layer model cannot be built."""
+    from dgdm_tf.deep_model import dense_indicators
+    g = DeepModel((22, 21, 1), [{"dict_size": 3, "n_dict": 3, "pool": 2},
+                                {"dict_size": 2, "n_dict": 2, "pool": 1}]).geoms[0]
+    f = tf.function(lambda z: dense_indicators(z, g),
+                    input_signature=[tf.TensorSpec([None, g.nbh, g.nbw, g.k], tf.int32)])
+    assert f.get_concrete_function().structured_outputs.shape.as_list() == [None, g.hs, g.ws, g.k]
+
+
 def test_residual_stays_exact_through_a_sweep():
     model, x, st = _tiny(1)
     fn = G.make_sweep_fn(model)

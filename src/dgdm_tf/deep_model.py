@@ -235,9 +235,12 @@ def indicator_map(weights: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     p = geom.p
     w = tf.cast(weights, tf.float32)
     n = tf.shape(w)[0]
-    w = tf.reshape(w, [n, geom.nbh, geom.nbw, -1, p, p])
+    # the static map count, not -1: with an unknown batch (a retraced chunk) a -1 leaves
+    # the channels unknown too, and the windowed passes need them
+    k = w.shape[3] if w.shape[3] is not None else -1
+    w = tf.reshape(w, [n, geom.nbh, geom.nbw, k, p, p])
     w = tf.transpose(w, [0, 1, 4, 2, 5, 3])
-    w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, -1])
+    w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, k])
     return w[:, : geom.hs, : geom.ws, :]
 
 
