@@ -70,13 +70,14 @@ def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
     w_k = tf.transpose(w, [3, 0, 1, 2])
     log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
     resid = state.resid
-    for a, b in col.colours():
+    # coordinate ascent in index order: a maximisation, not a sampler, has no scan to draw
+    for ci, (a, b) in enumerate(col.colours()):
         member = tf.constant(col.member_mask(a, b))[None]
         real = tf.constant(col.real(a, b))[None]
-        cache0, terms = colour_terms(a, b)
+        cache0, terms = colour_terms(ci, ci, None)
 
         def body(k, resid, s_k, w_k, cache, a=a, b=b, member=member, real=real, terms=terms):
-            bsum, asum, finish, cache = terms(k, resid, col.take(s_k[k], a, b), cache)
+            bsum, asum, finish, cache = terms(k, k, resid, col.take(s_k[k], a, b), cache)
             prec = ge * asum + gs
             w_best = ge * bsum / prec
             gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
