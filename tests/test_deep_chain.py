@@ -180,6 +180,12 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(full["features"], resumed["features"])
     assert [r["sweep"] for r in resumed["trace"]] == list(range(1, 7))
+    # the other scan order is another chain: it does not resume from this checkpoint
+    said = []
+    kw["progress"] = said.append
+    assert deep_chain.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=1, scan="fixed",
+                                 **kw) is None
+    assert "starting afresh" in said[0]
 
 
 def test_missing_masks_and_errors():

@@ -250,6 +250,18 @@ def test_fast_bottom_blocks_with_missing_pixels_match_the_generic_path():
     np.testing.assert_allclose(a.resid.numpy(), G.residual(a, x * mask, model, mask).numpy(), atol=1e-4)
 
 
+def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
+    """A chunked sweep traces its per-image steps again with the batch unknown (chunks of
+    other sizes); the dense unpooling maps must still know their map count, or the
+    windowed passes of a three-layer model cannot be built."""
+    from dgdm_tf.deep_model import dense_indicators
+    g = DeepModel((22, 21, 1), [{"dict_size": 3, "n_dict": 3, "pool": 2},
+                                {"dict_size": 2, "n_dict": 2, "pool": 1}]).geoms[0]
+    f = tf.function(lambda z: dense_indicators(z, g),
+                    input_signature=[tf.TensorSpec([None, g.nbh, g.nbw, g.k], tf.int32)])
+    assert f.get_concrete_function().structured_outputs.shape.as_list() == [None, g.hs, g.ws, g.k]
+
+
 def test_residual_stays_exact_through_a_sweep():
     model, x, st = _tiny(1)
     fn = G.make_sweep_fn(model)
@@ -334,3 +346,105 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     # autocorrelated draws (~175 effective): 0.6 sd is about 8 standard errors
     assert np.all(np.abs(draws.mean(0) - mu) < 0.6 * sd), (draws.mean(0), mu)
     np.testing.assert_allclose(draws.std(0), sd, rtol=0.2)
+
+
+# ---------------------------------------------------------------------------------------
+# Scan order
+# ---------------------------------------------------------------------------------------
+
+def _four_layers(scan="random"):
+    """Partial edge blocks: layer 2's colours fall in four scan classes (window shapes)."""
+    return DeepModel((40, 37, 1), [{"dict_size": 3, "n_dict": 2, "pool": 2},
+                                   {"dict_size": 3, "n_dict": 3, "pool": 2},
+                                   {"dict_size": 2, "n_dict": 3, "pool": 2},
+                                   {"dict_size": 2, "n_dict": 3, "pool": 1}], scan=scan)
+
+
+def test_scan_orders():
+    """fixed: colours row-major (ints), maps in index order. random: each slot holds a
+    colour of its own scan class, every colour once, each slot's maps a permutation; the
+    same seed gives the same order, and over seeds every colour of a class reaches every
+    slot of that class (one class, so every slot, where the path is not windowed)."""
+    fixed = _four_layers("fixed")
+    assert G.scan_orders(fixed, 2, tf.constant([1, 2])) == (list(range(9)), None)
+    model = _four_layers()
+    assert len(set(model.scan_classes(2))) == 4 and len(set(model.scan_classes(0))) == 1
+    for l in (0, 2):
+        classes = model.scan_classes(l)
+        n_col, k = len(classes), model.geoms[l].k
+        seen = np.zeros((n_col, n_col), bool)  # slot, colour
+        for s in range(60):
+            ids, maps = G.scan_orders(model, l, tf.constant([s, 5]))
+            ids = np.array([int(v) for v in ids])
+            assert sorted(ids) == list(range(n_col))
+            assert np.array_equal(classes[ids], classes)
+            assert np.array_equal(np.sort(maps.numpy(), axis=1), np.tile(np.arange(k), (n_col, 1)))
+            seen[np.arange(n_col), ids] = True
+        assert np.array_equal(seen, classes[:, None] == classes[None, :]), l
+        again = G.scan_orders(model, l, tf.constant([59, 5]))
+        assert [int(v) for v in again[0]] == list(ids) and np.array_equal(again[1], maps)
+
+
+def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
+    """The random scan picks each slot's colour and each step's map at run time (window
+    offsets, masks, seeds); handed the index order it draws exactly what the fixed scan
+    draws, bit for bit, on the fast paths (three layers: windowed top units and layer-1
+    blocks, layer-0 blocks by footprint tiles; two layers, supervised: the top units by
+    one batched product, one unit per colour, with the SVM's terms). The generic paths
+    draw what these draw under the random scan (the tests above)."""
+    from dgdm_tf import deep_svm
+    real = G.scan_orders
+
+    def index_order(model, l, seed):
+        ids, maps = real(model, l, seed)
+        if maps is None:
+            return ids, maps
+        return tf.unstack(tf.range(len(ids))), tf.broadcast_to(tf.range(maps.shape[1]), maps.shape)
+
+    monkeypatch.setattr(G, "scan_orders", index_order)
+    for shape, layers, sup in (((21, 22, 1), [{"dict_size": 3, "n_dict": 2, "pool": 2},
+                                              {"dict_size": 2, "n_dict": 3, "pool": 2},
+                                              {"dict_size": 2, "n_dict": 2, "pool": 1}], False),
+                               ((12, 13, 2), [{"dict_size": 3, "n_dict": 3, "pool": 2},
+                                              {"dict_size": 2, "n_dict": 2, "pool": 1}], True)):
+        models = [DeepModel(shape, layers, supervised=sup, scan=s) for s in ("fixed", "random")]
+        rng = np.random.default_rng(1)
+        ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in models[0].geoms]
+        x = rng.normal(size=(2,) + shape).astype(np.float32)
+        terms = None
+        if sup:
+            gt, hyper = models[0].top, deep_svm.SvmHyper()
+            f = gt.hs * gt.ws * gt.k
+            svm = deep_svm.init_svm(2, np.zeros(f, np.float32), np.ones(f, np.float32), 2, hyper)
+            terms = deep_svm.unit_terms(svm._replace(beta=tf.constant(rng.normal(size=(2, f + 1)))),
+                                        deep_svm.targets([0, 1], 2), (gt.hs, gt.ws, gt.k), hyper)
+        out = []
+        for m in models:
+            st = G.init_state(x, m, ds, [1, 2])
+            st = G.resample_top(st, x, m, tf.constant([5, 6]), svm_terms=terms)
+            for l in range(m.n_layers - 2, -1, -1):
+                st = G.resample_z(st, x, m, l, tf.constant([3, l]))
+            out.append(st)
+        assert out[0].on.numpy().sum() > 0
+        for u, v in zip(tf.nest.flatten(out[0]), tf.nest.flatten(out[1])):
+            assert np.array_equal(np.asarray(u), np.asarray(v)), (shape, sup)
+
+
+def test_fixed_and_random_scans_draw_differently_and_keep_the_residual():
+    """From one state and seed the two scans visit in other orders, so they draw other
+    states (both exact: the residual stays the image's)."""
+    _, x, _ = _tiny(2)
+    out = []
+    for scan in ("fixed", "random"):
+        model = DeepModel((12, 13, 2), [{"dict_size": 3, "n_dict": 3, "pool": 2},
+                                        {"dict_size": 2, "n_dict": 2, "pool": 1}], scan=scan)
+        rng = np.random.default_rng(2)
+        ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+        st = G.init_state(x, model, ds, [1, 2])
+        st, _ = G.local_steps(st, x, model, tf.constant([5, 6]), tf.constant([7, 8]))
+        np.testing.assert_allclose(st.resid.numpy(), G.residual(st, x, model).numpy(), atol=1e-4)
+        out.append(st)
+    assert not np.array_equal(out[0].z[0].numpy(), out[1].z[0].numpy())
+    assert not np.array_equal(out[0].s_top.numpy(), out[1].s_top.numpy())
+    with pytest.raises(ValueError, match="scan"):
+        DeepModel((12, 13, 2), [{"dict_size": 2, "n_dict": 2, "pool": 1}], scan="sequential")

@@ -81,6 +81,20 @@ def test_map_beats_averaged_gibbs_features_in_exact_posterior_density():
     assert lp_map.sum() > lp_gibbs.sum(), (lp_map, lp_gibbs)
 
 
+def test_scan_order_reaches_the_compiled_steps():
+    """infer_map's compiled sweeps and iterations, shared through fn_cache, are per scan
+    order: the fixed and the random scan give other features from one seed, and each
+    the same twice."""
+    _, d, x = _tiny_data()
+    cache = {}
+    kw = dict(seed=4, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, burn_in=2,
+              iterations=2, progress=None, fn_cache=cache)
+    out = {scan: deep_mcem.infer_map(x, d, LAYERS, scan=scan, **kw)["features"]
+           for scan in ("fixed", "random")}
+    assert len(cache) == 2 and not np.array_equal(out["fixed"], out["random"])
+    np.testing.assert_array_equal(deep_mcem.infer_map(x, d, LAYERS, **kw)["features"], out["random"])
+
+
 def test_map_follows_the_scale_of_the_top_layer():
     """D[L] times 1/c, gamma_s (and its prior's rate b_w) times c^2 is the same model with W
     times c: the MAP is the same features times c. The W step is RMSprop's, whose size does

@@ -121,12 +121,15 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                trace_path=None, progress: Callable[[str], None] | None = print,
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
-               svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None) -> dict | None:
+               svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
+               scan: str = "random") -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
     ``chunk``: draw the per-image steps that many images at a time (memory: the top
     units' data-plane images are units x images x footprint); None, or at least N, draws
-    all at once.
+    all at once. ``scan``: the sweeps' visiting order (:class:`DeepModel`; "fixed" repeats
+    the draws of the sampler before the random scan); part of the checkpoint's
+    fingerprint, so a chain never resumes from one of the other scan.
 
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
     'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
@@ -156,10 +159,12 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     supervised = labels is not None
-    model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised).with_ks(ks)
+    model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised, scan=scan).with_ks(ks)
     total = burn_in + collect * thin
     chunk = int(chunk) if chunk is not None and int(chunk) < len(x) else None
     extra = {} if chunk is None else {"chunk": chunk}
+    if scan != "fixed":  # absent for the old sampler's order: its checkpoints still resume
+        extra["scan"] = scan
     keep = set(range(collect))
     if keep_models is not None:
         keep = {collect - 1 - int(round(j * collect / keep_models)) for j in range(min(keep_models, collect))}
@@ -309,7 +314,8 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
 def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  chains: int = 1, progress: Callable[[str], None] | None = print) -> dict:
+                  chains: int = 1, scan: str = "random",
+                  progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
     the missing pixels from the likelihood.
@@ -335,6 +341,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     in the c-th of a fixed sequence of orders (:func:`chain_permutations`; the same model and posterior,
     visited in another scan order: the chains freeze into scan-order decompositions, so
     chains in one order differ little); its features are put back in the given order.
+    ``scan``: the sweeps' visiting order (:class:`DeepModel`); with "random" every
+    chain draws its own orders, sweep by sweep, and the permuted maps only relabel them.
     """
     x = np.asarray(x, np.float32)
     if mask is not None:
@@ -348,7 +356,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         raise ValueError(f"chains must be >= 1, got {chains}")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
-    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     lower = model.geoms[:-1]
     perms = [chain_permutations(ks, c) for c in range(int(chains))]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]

@@ -28,6 +28,17 @@ The model is :mod:`dgdm_tf.deep_model`. Every step leaves the joint posterior in
 * ``resample_theta`` (Dir), ``resample_pi`` (Beta(1/K, 1-1/K) spike probability per
   image and top map), ``resample_gamma_s``, ``resample_gamma_e`` (Gamma).
 
+Scan order (``DeepModel.scan``, :func:`scan_orders`): by default each sweep visits a
+layer's colours, and within each colour its maps, in an order drawn from the sweep's
+seed (fixed orders: colours row-major, maps in index order). At the noise precision the
+models settle at, the block visited first takes whatever residual it sees and no later
+single-block update moves that explanation to a neighbour, so with a fixed order the
+features follow the scan, not the image (docs/design.md, "Mixing"). An order drawn
+independently of the state makes the sweep a mixture of exact sweeps; the draws of a
+(colour, map) step keep their seeds whatever the order, so ``scan="fixed"`` repeats the
+sampler's earlier draws bit for bit. The windowed paths permute a layer's colours
+within classes of equal window shapes only (:meth:`DeepModel.scan_classes`).
+
 Choices where the paper is loose (as in pretraining): gamma_s is one precision for the
 top layer (a per-(n, k) precision is unidentified under Gamma(1e-6, 1e-6) once a map is
 off in an image); w of an off unit is integrated out (partially collapsed Gibbs), so
@@ -77,6 +88,59 @@ def _masked(y, mask):
 
 def _dense_z(state: DeepState, model: DeepModel):
     return [dense_indicators(z, g) for z, g in zip(state.z, model.geoms[:-1])]
+
+
+# ---------------------------------------------------------------------------------------
+# Scan order
+# ---------------------------------------------------------------------------------------
+
+_SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
+
+
+def scan_orders(model: DeepModel, l: int, seed):
+    """One sweep's visiting order of layer l's colours (the top units' when l = L-1):
+    (colour id per slot, map order per slot or None); colour (a, b) has id a G_w + b.
+
+    ``model.scan == "fixed"``: ids 0, 1, ... (row-major, Python ints) and None (maps in
+    index order). "random": the ids as scalar tensors, a permutation of the colours
+    within each of :meth:`DeepModel.scan_classes` (slot s holds a colour of colour s's
+    class; one class, so a uniform permutation, on every path but the windowed ones),
+    and an (n_colours, K) tensor, slot s's maps in a uniformly drawn order. Stateless: the
+    same seed gives the same order. Every path of a layer draws the same order."""
+    col = model.colourings[l]
+    n_col = col.g_h * col.g_w
+    if model.scan == "fixed":
+        return list(range(n_col)), None
+    classes = model.scan_classes(l)
+    s_col, s_map = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    perm = tf.argsort(tf.random.stateless_uniform([n_col], s_col))
+    # the colours grouped by class, each class in its random order, then into its slots
+    grouped = tf.gather(perm, tf.argsort(tf.gather(tf.constant(classes), perm), stable=True))
+    ids = tf.gather(grouped, np.argsort(np.argsort(classes, kind="stable")))
+    maps = tf.argsort(tf.random.stateless_uniform([n_col, model.geoms[l].k], s_map), axis=-1)
+    return tf.unstack(ids), maps
+
+
+def _per_colour(values: np.ndarray, ci):
+    """values[ci] (values: one row per colour) as a tensor; ci an int or a scalar tensor."""
+    if isinstance(ci, int):
+        return tf.constant(values[ci])
+    return tf.gather(tf.constant(values), ci)
+
+
+def _window_starts(grids: list, ci):
+    """Where colour ci's member windows start on each plane below ({j: (row, col)} on
+    S[j], (row, col) on the data plane), picked at run time; None for an int ci (the
+    static grids are its own). ``grids``: :meth:`DeepModel.member_grids` per colour. A
+    colour's first member is a real block, so its windows start inside every plane (as
+    :func:`dgdm_tf.member_windows.crop` needs of a run-time start)."""
+    if isinstance(ci, int):
+        return None, None
+
+    def pick(gs):
+        return tf.unstack(_per_colour(np.array([[g.start_h, g.start_w] for g in gs], np.int32), ci))
+    return ({j: pick([sg[j] for sg, _ in grids]) for j in grids[0][0]},
+            pick([data for _, data in grids]))
 
 
 def reconstruct(state: DeepState, model: DeepModel) -> tf.Tensor:
@@ -150,12 +214,11 @@ def _top_images_generic(state: DeepState, model: DeepModel, zd):
     """f(ci, k) -> (N, H, W, C): the data-plane image of colour ci's units of map k,
     one pass down through every layer per call."""
     gt, col = model.top, model.colourings[-1]
-    units = [tf.constant(col.member_mask(a, b).astype(np.float32))[None, :, :, None]
-             for a, b in col.colours()]
+    units = np.stack([col.member_mask(a, b).astype(np.float32) for a, b in col.colours()])
 
     def f(ci, k):
         n = tf.shape(state.resid)[0]
-        unit = tf.broadcast_to(units[ci], [n, gt.hs, gt.ws, 1])
+        unit = tf.broadcast_to(_per_colour(units, ci)[None, :, :, None], [n, gt.hs, gt.ws, 1])
         return down_from(full_conv(unit, tf.gather(state.d[-1], [k], axis=3)),
                          model.n_layers - 1, model, state.d, zd)
     return f
@@ -239,45 +302,52 @@ def top_unit_images(state: DeepState, model: DeepModel, mask=None, fast: bool = 
 
 def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = True):
     """What a top unit's conditional needs from the data plane, per colour:
-    ``colour(a, b)`` -> (cache0, ``terms(k, resid, cur, cache)`` -> (b, a, finish, cache))
-    for the units of colour (a, b) of map k, each (N, n_h, n_w): b = <F, R0> and
-    a = ||F||^2 (F a unit's image, R0 the residual without it, ``cur`` the units' current
-    values), ``finish(val)`` the residual with the units at ``val``; ``cache`` carries
-    images across the loop over maps. With ``fast`` a model of three or more layers
-    pushes each unit down inside its footprint only (:mod:`dgdm_tf.member_windows`),
-    several maps in one batched pass; a two-layer model takes every image from one
-    batched product; otherwise one pass down through the whole plane per map."""
+    ``colour(slot, ci, maps)`` -> (cache0, ``terms(i, k, resid, cur, cache)`` -> (b, a,
+    finish, cache)) for the units of colour ci (an int, or a scalar tensor holding a
+    colour of the scan class of colour ``slot``: :func:`scan_orders`) of map k, the i-th
+    map the colour visits (``maps``: its visiting order; None: index order), each
+    (N, n_h, n_w): b = <F, R0> and a = ||F||^2 (F a unit's image, R0 the residual
+    without it, ``cur`` the units' current values), ``finish(val)`` the residual with the
+    units at ``val``; ``cache`` carries images across the loop over maps. With ``fast``
+    a model of three or more layers pushes each unit down inside its footprint only
+    (:mod:`dgdm_tf.member_windows`), the next few maps of the visiting order in one
+    batched pass; a two-layer model takes every image from one batched product;
+    otherwise one pass down through the whole plane per map."""
     col = model.colourings[-1]
     gt = model.top
     hx, wx, c0 = model.image_shape
-    if fast and model.n_layers > 2:
+    if fast and model.windowed(model.n_layers - 1):
         zd = _dense_z(state, model)
         atoms = tf.transpose(state.d[-1], [3, 0, 1, 2])  # K, dh, dw, C: a unit's X[L-1]
         l = model.n_layers - 1
+        grids = [model.member_grids(l, a, b) for a, b in col.colours()]
 
-        def colour(a, b):
-            s_grids, data = model.member_grids(l, a, b)
-            idx = np.flatnonzero(col.real(a, b).ravel())
+        def colour(slot, ci, maps):
+            s_grids, data = grids[slot]  # the shapes of slot's class; ci's offsets below
+            idx = np.flatnonzero(col.real(*col.colours()[slot]).ravel())
+            s_starts, d_start = _window_starts(grids, ci)
             kc = _maps_per_pass(model, s_grids, data, 1, len(idx), gt.k)
-            zw, mwin = _tiled_crops(zd, mask, s_grids, data, idx, kc)  # Z below: fixed here
+            # Z below: fixed here
+            zw, mwin = _tiled_crops(zd, mask, s_grids, data, idx, kc, s_starts, d_start)
             n_img = tf.shape(state.resid)[0]
 
-            def images(k0):  # (kc, N*M, window): the units of maps k0 .. k0 + kc - 1
-                ks = tf.minimum(k0 + tf.range(kc), gt.k - 1)
+            def images(i0):  # (kc, N*M, window): the units of the maps visited i0 .. i0 + kc - 1
+                ks = tf.minimum(i0 + tf.range(kc), gt.k - 1)
+                ks = ks if maps is None else tf.gather(maps, ks)
                 x_win = tf.repeat(tf.gather(atoms, ks), n_img * len(idx), axis=0)
                 y = _push_windows(x_win, zw, model, state.d, l, mwin)
                 return tf.reshape(y, [kc, -1, data.size_h, data.size_w, c0])
 
-            def terms(k, resid, cur, cache):
-                cache = tf.cond(tf.equal(k % kc, 0),
-                                lambda: tf.ensure_shape(images(k), cache.shape), lambda: cache)
-                f = cache[k % kc]
-                r_win = mw.crop(resid, data, idx)
+            def terms(i, k, resid, cur, cache):
+                cache = tf.cond(tf.equal(i % kc, 0),
+                                lambda: tf.ensure_shape(images(i), cache.shape), lambda: cache)
+                f = cache[i % kc]
+                r_win = mw.crop(resid, data, idx, d_start)
                 r0 = r_win + f * mw.per_member(cur, idx)[:, None, None, None]
 
                 def finish(val):
                     new = r0 - f * mw.per_member(val, idx)[:, None, None, None]
-                    return resid + mw.place(new - r_win, data, idx, hx, wx)
+                    return resid + mw.place(new - r_win, data, idx, hx, wx, d_start)
                 return (mw.to_grid(tf.reduce_sum(f * r0, axis=[1, 2, 3]), idx, col.n_h, col.n_w),
                         mw.to_grid(tf.reduce_sum(f * f, axis=[1, 2, 3]), idx, col.n_h, col.n_w),
                         finish, cache)
@@ -285,11 +355,12 @@ def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = T
         return colour
 
     images = top_unit_images(state, model, mask, fast)
-    index = {ab: ci for ci, ab in enumerate(col.colours())}
 
-    def colour(a, b):
-        def terms(k, resid, cur, cache):
-            f = images(index[(a, b)], k)
+    def colour(slot, ci, maps):
+        a, b = ci // col.g_w, ci % col.g_w
+
+        def terms(i, k, resid, cur, cache):
+            f = images(ci, k)
             r0 = resid + f * col.tile_broadcast(cur, a, b)
             return (col.tile_sum(f * r0, a, b), col.tile_sum(f * f, a, b),
                     lambda val: r0 - f * col.tile_broadcast(val, a, b), cache)
@@ -309,6 +380,8 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     when the unit is drawn (Rao-Blackwellised features; the chain is unchanged).
     The units' images do not depend on the top layer, so a two-layer model computes them
     all first in one batched product (``fast``); otherwise one pass down per step.
+    Colours and maps in the model's scan order (:func:`scan_orders`); the draws of
+    (colour, map) are seeded by both, whatever the order.
 
     ``svm_terms`` (:func:`dgdm_tf.deep_svm.unit_terms`; supervised model) adds the SVM's
     augmented likelihood (eq. SampleS with the SVM terms): with margin a without the unit
@@ -335,15 +408,21 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
         tgt, wgt = svm_terms["target"], svm_terms["weight"]  # N, C
     else:
         marg = tf.zeros([tf.shape(resid)[0], 1])
-    for ci, (a, b) in enumerate(col.colours()):
-        member = tf.constant(col.member_mask(a, b))[None]
-        real = tf.constant(col.real(a, b))[None]
-        cache0, terms = colour_terms(a, b)
+    colour_ids, map_orders = scan_orders(model, model.n_layers - 1, _fold(seed, _SCAN_SALT))
+    members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
+    reals = np.stack([col.real(a, b) for a, b in col.colours()])
+    for slot, ci in enumerate(colour_ids):
+        a, b = ci // col.g_w, ci % col.g_w
+        member = _per_colour(members, ci)[None]
+        real = _per_colour(reals, ci)[None]
+        maps = None if map_orders is None else map_orders[slot]
+        cache0, terms = colour_terms(slot, ci, maps)
 
-        def body(k, resid, s_k, on_k, e_k, marg, cache, a=a, b=b, member=member, real=real,
-                 terms=terms, ci=ci):
+        def body(i, resid, s_k, on_k, e_k, marg, cache, a=a, b=b, member=member, real=real,
+                 terms=terms, ci=ci, maps=maps):
+            k = i if maps is None else maps[i]
             cur = col.take(s_k[k], a, b)
-            bsum, asum, finish, cache = terms(k, resid, cur, cache)
+            bsum, asum, finish, cache = terms(i, k, resid, cur, cache)
             prec = ge * asum + gs
             lin = ge * bsum
             if supervised:  # one unit per image: (N, 1, 1)
@@ -366,12 +445,12 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
             if supervised:
                 marg = rest + val[:, :, 0] * cu
             idx = [[k]]
-            return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, idx, s_new[None]),
+            return (i + 1, resid, tf.tensor_scatter_nd_update(s_k, idx, s_new[None]),
                     tf.tensor_scatter_nd_update(on_k, idx, o_new[None]),
                     tf.tensor_scatter_nd_update(e_k, idx, e_new[None]), marg, cache)
 
         _, resid, s_k, on_k, e_k, marg, _ = tf.while_loop(
-            lambda k, *_: k < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg, cache0),
+            lambda i, *_: i < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg, cache0),
             parallel_iterations=1)
     state = state._replace(s_top=tf.transpose(s_k, [1, 2, 3, 0]),
                            on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
@@ -393,7 +472,9 @@ def _block_logits(log_theta_k, ge, energy):
 
 def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
                fast: bool = True) -> DeepState:
-    """Unpooling states of layer ``l`` (eq. SampleZ), colour after colour, map after map.
+    """Unpooling states of layer ``l`` (eq. SampleZ), colour after colour, map after map,
+    in the model's scan order (:func:`scan_orders`; the draws of (colour, map) are seeded
+    by both, whatever the order).
 
     A block's value v = X[l+1] at the block (fixed by the layers above); state m places v
     at position m, whose data-plane image is v F_m. With R0 the residual without the
@@ -413,11 +494,18 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     lt_all = state.log_theta[l]  # N, K, S
     ge = state.gamma_e[:, None, None, None]
     resid = state.resid
-    for ci, (a, b) in enumerate(col.colours()):
-        offs = [tf.constant(model.offset_mask(l, a, b, m))[None, :, :, None] for m in range(p2)]
-        member = tf.constant(col.member_mask(a, b))[None]
+    colour_ids, map_orders = scan_orders(model, l, _fold(seed, _SCAN_SALT))
+    offsets = np.stack([[model.offset_mask(l, a, b, m) for m in range(p2)] for a, b in col.colours()])
+    members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
+    for slot, ci in enumerate(colour_ids):
+        a, b = ci // col.g_w, ci % col.g_w
+        offs_c = _per_colour(offsets, ci)
+        offs = [offs_c[m][None, :, :, None] for m in range(p2)]
+        member = _per_colour(members, ci)[None]
+        maps = None if map_orders is None else map_orders[slot]
 
-        def body(k, resid, z_k, a=a, b=b, ci=ci, offs=offs, member=member):
+        def body(i, resid, z_k, a=a, b=b, ci=ci, offs=offs, member=member, maps=maps):
+            k = i if maps is None else maps[i]
             dk = tf.gather(state.d[l], [k], axis=3)
             up = unpool_blocks(v_all[k][..., None], tf.ones_like(offs[0]), g.p)  # N, hs, ws, 1
             ys = [_masked(down_from(full_conv(up * o, dk), l, model, state.d, zd), mask) for o in offs]
@@ -431,9 +519,9 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
             new = tf.add_n([y * col.tile_broadcast(tf.cast(tf.equal(znew, m), tf.float32), a, b)
                             for m, y in enumerate(ys)])
             z_out = tf.where(member, col.put(znew, a, b), z_k[k])
-            return k + 1, r0 - new, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
+            return i + 1, r0 - new, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
 
-        _, resid, z_k = tf.while_loop(lambda k, *_: k < g.k, body,
+        _, resid, z_k = tf.while_loop(lambda i, *_: i < g.k, body,
                                       (tf.constant(0), resid, z_k), parallel_iterations=1)
     z = list(state.z)
     z[l] = tf.transpose(z_k, [1, 2, 3, 0])
@@ -472,20 +560,29 @@ def _push_windows(x_win, zw: dict, model: DeepModel, d, l: int, mwin=None):
     return _masked(x_win, mwin)
 
 
-def _tiled_crops(zd, mask, s_grids: dict, data, real, reps: int):
+def _tiled_crops(zd, mask, s_grids: dict, data, real, reps: int, s_starts=None, d_start=None):
     """The unpooling below a colour's members and the mask, cropped to their windows and
-    tiled ``reps`` times (one copy per candidate of a batched pass)."""
-    zw = {j: tf.tile(mw.crop(zd[j], s_grids[j], real), [reps, 1, 1, 1]) for j in s_grids}
-    mwin = None if mask is None else tf.tile(mw.crop(mask, data, real), [reps, 1, 1, 1])
+    tiled ``reps`` times (one copy per candidate of a batched pass); ``s_starts``,
+    ``d_start``: :func:`_window_starts` of a colour picked at run time."""
+    zw = {j: tf.tile(mw.crop(zd[j], s_grids[j], real, None if s_starts is None else s_starts[j]),
+                     [reps, 1, 1, 1]) for j in s_grids}
+    mwin = None if mask is None else tf.tile(mw.crop(mask, data, real, d_start), [reps, 1, 1, 1])
     return zw, mwin
 
 
 def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=None) -> DeepState:
     """Blocks of layer l >= 1 as in the generic path (the same energies, the same draws),
     with each candidate pushed down inside its member's window only
-    (:mod:`dgdm_tf.member_windows`), and the candidates of several maps in one batched
-    pass: they do not depend on the residual (only on X[l+1], Z below and D), so only
-    the energies and the draw run map after map."""
+    (:mod:`dgdm_tf.member_windows`), and the candidates of the next few maps of the
+    visiting order in one batched pass: they do not depend on the residual (only on
+    X[l+1], Z below and D), so only the energies and the draw run map after map.
+
+    A window batch holds a colour's real members only, so its shapes depend on how many
+    real member rows and columns the colour has: each slot of the scan is traced for
+    the shapes of one class of colours and runs the colour the scan puts there, picked
+    at run time (:meth:`DeepModel.scan_classes`). Any colour in any slot would need a
+    trace per colour in every slot, or batches padded to the whole member grid (up to
+    2.6x the candidates at the CIFAR shapes' layer 2)."""
     g, col = model.geoms[l], model.colourings[l]
     p2 = g.p * g.p
     hx, wx, c0 = model.image_shape
@@ -499,22 +596,32 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
     valid_np[: g.nbh, : g.nbw] = model.position_valid(l)
     placed = _placed_atoms(state.d[l], g.p)  # p2, K, wh, ww, C
     resid = state.resid
-    for ci, (a, b) in enumerate(col.colours()):
-        s_grids, data = model.member_grids(l, a, b)
-        real = np.flatnonzero(col.real(a, b).ravel())
+    colour_ids, map_orders = scan_orders(model, l, _fold(seed, _SCAN_SALT))
+    grids = [model.member_grids(l, a, b) for a, b in col.colours()]
+    members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
+    valid_grid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
+    valids = np.stack([valid_grid[:, a, :, b].reshape(-1, p2) for a, b in col.colours()])
+    for slot, ci in enumerate(colour_ids):
+        a, b = ci // col.g_w, ci % col.g_w
+        s_grids, data = grids[slot]  # the shapes of slot's class; ci's offsets below
+        s_starts, d_start = _window_starts(grids, ci)
+        real = np.flatnonzero(col.real(*col.colours()[slot]).ravel())
         m_count = len(real)
         kc = _maps_per_pass(model, s_grids, data, p2, m_count, g.k)
-        member = tf.constant(col.member_mask(a, b))[None]
-        valid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b]
-        valid = tf.constant(valid.reshape(-1, p2)[real].T[None, :, None, :, None, None, None])
+        member = _per_colour(members, ci)[None]
+        valid = tf.transpose(tf.gather(_per_colour(valids, ci), real))
+        valid = valid[None, :, None, :, None, None, None]
+        maps = None if map_orders is None else map_orders[slot]
         # Z below layer l does not change while layer l is drawn: crop it once per colour
-        zw, mwin = _tiled_crops(zd, mask, s_grids, data, real, kc * p2)
+        zw, mwin = _tiled_crops(zd, mask, s_grids, data, real, kc * p2, s_starts, d_start)
 
-        def images(k0, a=a, b=b, real=real, m_count=m_count, kc=kc, valid=valid, zw=zw,
-                   mwin=mwin, data=data):
-            """(kc, p2, N*M, window) candidate images of maps k0 .. k0 + kc - 1 (the
-            last pass repeats map K - 1 where it runs past K; those are never read)."""
-            ks = tf.minimum(k0 + tf.range(kc), g.k - 1)
+        def images(i0, a=a, b=b, real=real, m_count=m_count, kc=kc, valid=valid, zw=zw,
+                   mwin=mwin, data=data, maps=maps):
+            """(kc, p2, N*M, window) candidate images of the maps visited i0 .. i0 + kc - 1
+            (the last pass repeats the last map where it runs past K; those are never
+            read)."""
+            ks = tf.minimum(i0 + tf.range(kc), g.k - 1)
+            ks = ks if maps is None else tf.gather(maps, ks)
             v = tf.gather(v_all, ks)  # kc, N, nbh, nbw
             v = col.take(tf.reshape(v, [-1, g.nbh, g.nbw]), a, b)
             v = tf.reshape(mw.per_member(v, real), [kc, 1, -1, m_count, 1, 1, 1])
@@ -524,12 +631,13 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
             y = _push_windows(tf.reshape(x_win, [-1, wh, ww, cl]), zw, model, state.d, l, mwin)
             return tf.reshape(y, [kc, p2, -1, data.size_h, data.size_w, c0])
 
-        def body(k, resid, z_k, cache, a=a, b=b, ci=ci, member=member, real=real, kc=kc,
-                 images=images, data=data):
-            cache = tf.cond(tf.equal(k % kc, 0),
-                            lambda: tf.ensure_shape(images(k), cache.shape), lambda: cache)
-            y = cache[k % kc]  # p2, N*M, window
-            r_win = mw.crop(resid, data, real)
+        def body(i, resid, z_k, cache, a=a, b=b, ci=ci, member=member, real=real, kc=kc,
+                 images=images, data=data, d_start=d_start, maps=maps):
+            k = i if maps is None else maps[i]
+            cache = tf.cond(tf.equal(i % kc, 0),
+                            lambda: tf.ensure_shape(images(i), cache.shape), lambda: cache)
+            y = cache[i % kc]  # p2, N*M, window
+            r_win = mw.crop(resid, data, real, d_start)
             zc = mw.per_member(col.take(z_k[k], a, b), real)
             r0 = r_win + tf.einsum("mbhwc,bm->bhwc", y, tf.one_hot(zc, p2 + 1)[:, :p2])
             energy = tf.reduce_sum(y * y - 2.0 * r0[None] * y, axis=[2, 3, 4])  # p2, N*M
@@ -538,12 +646,12 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
             znew = _gumbel_argmax(logits, _fold(seed, ci, k))
             zn = mw.per_member(znew, real)
             new = tf.einsum("mbhwc,bm->bhwc", y, tf.one_hot(zn, p2 + 1)[:, :p2])
-            resid = resid + mw.place(r0 - new - r_win, data, real, hx, wx)
+            resid = resid + mw.place(r0 - new - r_win, data, real, hx, wx, d_start)
             z_out = tf.where(member, col.put(znew, a, b), z_k[k])
-            return k + 1, resid, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None]), cache
+            return i + 1, resid, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None]), cache
 
         cache0 = tf.zeros([kc, p2, tf.shape(resid)[0] * m_count, data.size_h, data.size_w, c0])
-        _, resid, z_k, _ = tf.while_loop(lambda k, *_: k < g.k, body,
+        _, resid, z_k, _ = tf.while_loop(lambda i, *_: i < g.k, body,
                                          (tf.constant(0), resid, z_k, cache0),
                                          parallel_iterations=1)
     z = list(state.z)
@@ -568,18 +676,25 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     z_k = tf.transpose(state.z[0], [3, 0, 1, 2])
     lt_all = state.log_theta[0]
     ge = state.gamma_e[:, None, None, None]
-    valid_np = model.position_valid(0)
     n = tf.shape(state.resid)[0]
     resid = pretrain.pad_input(state.resid, g)
-    for ci, (a, b) in enumerate(col.colours()):
-        member = tf.constant(col.member_mask(a, b))[None]
-        vmask = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
-        vmask[: g.nbh, : g.nbw] = valid_np
-        valid = tf.constant(vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)[:, a, :, b])[None]
+    colour_ids, map_orders = scan_orders(model, 0, _fold(seed, _SCAN_SALT))
+    members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
+    vmask = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
+    vmask[: g.nbh, : g.nbw] = model.position_valid(0)
+    vmask = vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
+    valids = np.stack([vmask[:, a, :, b] for a, b in col.colours()])
+    for slot, ci in enumerate(colour_ids):
+        a, b = ci // col.g_w, ci % col.g_w
+        member = _per_colour(members, ci)[None]
+        valid = _per_colour(valids, ci)[None]
+        maps = None if map_orders is None else map_orders[slot]
         tiles0 = pretrain._colour_tiles(resid, g, a, b)
         mtiles = None if mask is None else pretrain._colour_tiles(pretrain.pad_input(mask, g), g, a, b)
 
-        def body(k, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid, mtiles=mtiles):
+        def body(i, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid, mtiles=mtiles,
+                 maps=maps):
+            k = i if maps is None else maps[i]
             v = col.take(v_all[k], a, b)[..., None]  # N, nh, nw, 1
             zc = col.take(z_k[k], a, b)
             s_old = tf.one_hot(zc, p2 + 1)[..., :p2] * valid * v
@@ -598,9 +713,9 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
             step = tf.matmul(tf.reshape(s_new - s_old, [-1, p2]), kb[k], transpose_b=True)
             tiles = tiles - (step if mtiles is None else mtiles * step)
             z_out = tf.where(member, col.put(znew, a, b), z_k[k])
-            return k + 1, tiles, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
+            return i + 1, tiles, tf.tensor_scatter_nd_update(z_k, [[k]], z_out[None])
 
-        _, tiles, z_k = tf.while_loop(lambda k, *_: k < g.k, body,
+        _, tiles, z_k = tf.while_loop(lambda i, *_: i < g.k, body,
                                       (tf.constant(0), tiles0, z_k), parallel_iterations=1)
         resid = resid + pretrain._tiles_to_residual(tiles - tiles0, g, a, b, n)
     z = list(state.z)

@@ -70,13 +70,14 @@ def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
     w_k = tf.transpose(w, [3, 0, 1, 2])
     log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
     resid = state.resid
-    for a, b in col.colours():
+    # coordinate ascent in index order: a maximisation, not a sampler, has no scan to draw
+    for ci, (a, b) in enumerate(col.colours()):
         member = tf.constant(col.member_mask(a, b))[None]
         real = tf.constant(col.real(a, b))[None]
-        cache0, terms = colour_terms(a, b)
+        cache0, terms = colour_terms(ci, ci, None)
 
         def body(k, resid, s_k, w_k, cache, a=a, b=b, member=member, real=real, terms=terms):
-            bsum, asum, finish, cache = terms(k, resid, col.take(s_k[k], a, b), cache)
+            bsum, asum, finish, cache = terms(k, k, resid, col.take(s_k[k], a, b), cache)
             prec = ge * asum + gs
             w_best = ge * bsum / prec
             gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
@@ -150,7 +151,8 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
               seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
               gamma_e_init: float | None = None, hyper: dict | None = None,
               rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              progress: Callable[[str], None] | None = print, fn_cache: dict | None = None) -> dict:
+              scan: str = "random", progress: Callable[[str], None] | None = print,
+              fn_cache: dict | None = None) -> dict:
     """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
     dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
 
@@ -159,6 +161,8 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     by fold-in of (seed, b): results do not depend on the batches before it.
     ``fn_cache``: a dict shared across calls (other dictionaries of the same shapes, other
     images) so that the compiled sweep and iteration are traced once, not per call.
+    ``scan``: the visiting order of the Gibbs sweeps and E-steps (:class:`DeepModel`); the
+    M-step's coordinate ascent keeps index order.
     """
     x = np.asarray(x, np.float32)
     check_finite("test-time MCEM input x", x)
@@ -166,10 +170,11 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         raise ValueError("need burn_in >= 0, iterations >= 1 and batch_size >= 1")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
-    model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
+    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     cache = fn_cache if fn_cache is not None else {}
     key = (tuple(x.shape[1:]), json.dumps([dict(l) for l in layers], sort_keys=True), tuple(ks),
-           json.dumps(hyper, sort_keys=True, default=str), rmsprop_lr, rmsprop_decay, rmsprop_steps)
+           json.dumps(hyper, sort_keys=True, default=str), rmsprop_lr, rmsprop_decay, rmsprop_steps,
+           scan)
     gibbs_fns, mcem_fns = cache.setdefault(key, ({}, {}))
     feats, q_sum = [], np.zeros(iterations)
     t0 = time.time()

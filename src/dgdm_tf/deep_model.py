@@ -90,6 +90,8 @@ class Colouring:
         return [(a, b) for a in range(self.g_h) for b in range(self.g_w)]
 
     # ---- per-member values <-> the member grid -----------------------------------------
+    # The colour (a, b) of these may be ints or scalar tensors (a scan order drawn at run
+    # time): the shapes do not depend on it.
     def take(self, grid: tf.Tensor, a: int, b: int) -> tf.Tensor:
         """(N, nb_h, nb_w) member values -> (N, n_h, n_w) of colour (a, b) (padding 0)."""
         grid = tf.pad(grid, [[0, 0], [0, self.n_h * self.g_h - self.nb_h],
@@ -103,7 +105,7 @@ class Colouring:
         n = tf.shape(vals)[0]
         v = tf.pad(vals[:, :, None, :, None],
                    [[0, 0], [0, 0], [a, self.g_h - 1 - a], [0, 0], [b, self.g_w - 1 - b]])
-        v = tf.reshape(v, [n, self.n_h * self.g_h, self.n_w * self.g_w])
+        v = tf.reshape(v, [n, self.n_h * self.g_h, self.n_w * self.g_w])  # static, whatever (a, b)
         return v[:, : self.nb_h, : self.nb_w]
 
     def member_mask(self, a: int, b: int) -> np.ndarray:
@@ -133,6 +135,7 @@ class Colouring:
         i0, j0 = a * self.step_h, b * self.step_w
         v = tf.pad(v, [[0, 0], [i0, self.pad_h - i0 - self.n_h * self.tile_h],
                        [j0, self.pad_w - j0 - self.n_w * self.tile_w]])
+        v = tf.reshape(v, [tf.shape(vals)[0], self.pad_h, self.pad_w])  # static, whatever (a, b)
         return v[:, : self.hx, : self.wx, None]
 
 
@@ -140,9 +143,21 @@ class DeepModel:
     """Shapes, priors and colourings of an L-layer model; the last layer has pool 1."""
 
     def __init__(self, image_shape: Sequence[int], layers: Sequence[dict], hyper: Hyper | dict | None = None,
-                 *, supervised: bool = False):
+                 *, supervised: bool = False, scan: str = "random"):
         """``supervised``: the SVM couples every top unit of an image to every other
-        (through the margins), so the top layer gets one unit per colour."""
+        (through the margins), so the top layer gets one unit per colour.
+
+        ``scan``: the order the Gibbs sweeps (:mod:`dgdm_tf.deep_gibbs`) visit a layer's
+        blocks in. "random": the colours, and within each colour the maps, in an order
+        drawn afresh every sweep from the sweep's seed (:meth:`scan_classes` says which
+        colours may trade places); "fixed": colours row-major, maps in index order (the
+        sampler before the random scan, draw for draw). Every order is an exact sweep and
+        an order drawn independently of the state a mixture of them; with a fixed order
+        the blocks visited first take whatever residual a sweep finds, and the chain keeps
+        that decomposition (docs/design.md, "Mixing")."""
+        if scan not in ("random", "fixed"):
+            raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
+        self.scan = scan
         if len(layers) < 1:
             raise ValueError("the model needs at least one layer")
         if int(layers[-1].get("pool", 1)) != 1:
@@ -186,7 +201,30 @@ class DeepModel:
 
     def with_ks(self, ks: Sequence[int]) -> "DeepModel":
         layers = [dict(lay, n_dict=int(k)) for lay, k in zip(self.layers, ks)]
-        return DeepModel(self.image_shape, layers, self.hyper, supervised=self.supervised)
+        return DeepModel(self.image_shape, layers, self.hyper, supervised=self.supervised,
+                         scan=self.scan)
+
+    def windowed(self, l: int) -> bool:
+        """Whether the fast path of layer l's members pushes them down inside their
+        windows (:mod:`dgdm_tf.member_windows`): blocks of layers >= 1, and the top units
+        of a model of three or more layers."""
+        return l > 0 and not (l == self.n_layers - 1 and self.n_layers == 2)
+
+    def scan_classes(self, l: int) -> np.ndarray:
+        """(colours,) int, row-major: the colours of layer l a random scan may put in one
+        another's place. A windowed pass (:meth:`windowed`) holds a colour's real members
+        only, so its shapes follow the colour's count of real member rows and columns
+        (edge colours of a partial grid have one fewer): a step traced for one colour
+        runs any colour of the same counts, picked at run time, and the random scan
+        permutes the colours within each class, keeping the row-major sequence of
+        classes. Every other path holds the whole padded member grid: one class."""
+        col = self.colourings[l]
+        if not self.windowed(l):
+            return np.zeros(col.g_h * col.g_w, np.int64)
+        shapes = [(int(col.real(a, b).any(1).sum()), int(col.real(a, b).any(0).sum()))
+                  for a, b in col.colours()]
+        labels = {s: i for i, s in enumerate(sorted(set(shapes)))}
+        return np.array([labels[s] for s in shapes], np.int64)
 
     def position_valid(self, l: int) -> np.ndarray:
         """(nbh, nbw, p*p) bool: block positions of layer l < L-1 that lie inside S[l]."""
@@ -235,9 +273,12 @@ def indicator_map(weights: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     p = geom.p
     w = tf.cast(weights, tf.float32)
     n = tf.shape(w)[0]
-    w = tf.reshape(w, [n, geom.nbh, geom.nbw, -1, p, p])
+    # the static map count, not -1: with an unknown batch (a retraced chunk) a -1 leaves
+    # the channels unknown too, and the windowed passes need them
+    k = w.shape[3] if w.shape[3] is not None else -1
+    w = tf.reshape(w, [n, geom.nbh, geom.nbw, k, p, p])
     w = tf.transpose(w, [0, 1, 4, 2, 5, 3])
-    w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, -1])
+    w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, k])
     return w[:, : geom.hs, : geom.ws, :]
 
 

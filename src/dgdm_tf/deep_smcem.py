@@ -323,11 +323,13 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
           dictionaries: Sequence[np.ndarray] | None = None, prior_scale: float = 1.0,
           n_classes: int | None = None, svm: dict | None = None, jit_compile: bool = False,
           devices: Sequence[str] | None = None, checkpoint_dir=None, checkpoint_every: int = 50, trace_path=None,
-          stop_after: int | None = None,
+          stop_after: int | None = None, scan: str = "random",
           progress: Callable[[str], None] | None = print) -> dict | None:
     """Algorithm 1: ``iterations`` mini-batches from ``batches(start)`` (an iterator of
     (t, x, y) from iteration ``start``; ``n_total`` images in all), each an E-step then one
-    RMSprop step of every D. Starts from the prior (or from ``dictionaries``).
+    RMSprop step of every D. Starts from the prior (or from ``dictionaries``). ``scan``:
+    the E-step sweeps' visiting order (:class:`DeepModel`), in the checkpoint's
+    fingerprint.
 
     Supervised model: ``n_classes`` and ``svm`` = {'hyper': SvmHyper fields, 'start':
     the iteration supervision starts at (the top layer's standardisation is fixed from that
@@ -346,7 +348,7 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
     unsupervised), 'trace': [...], 'seconds'}; None when ``stop_after`` ended it early.
     """
     say = progress or (lambda _m: None)
-    model = DeepModel(image_shape, layers, hyper)
+    model = DeepModel(image_shape, layers, hyper, scan=scan)
     supervised = svm is not None
     if supervised and not n_classes:
         raise ValueError("the supervised model needs n_classes")
@@ -355,7 +357,7 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
     step_power = float((svm or {}).get("step_power", 0.7))
     if supervised and not 0.5 < step_power <= 1.0:
         raise ValueError(f"beta's Robbins-Monro exponent must be in (0.5, 1], got {step_power}")
-    model_sup = DeepModel(image_shape, layers, hyper, supervised=True) if supervised else None
+    model_sup = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan) if supervised else None
     d = (tuple(tf.constant(np.asarray(v, np.float32)) for v in dictionaries) if dictionaries
          is not None else init_from_prior(model, seed, scale=prior_scale))
     state = McemState(d=d, v=tuple(tf.zeros_like(dl) for dl in d), step=0)
@@ -366,7 +368,9 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
                      "gamma_s": gamma_s, "prior_scale": prior_scale, "hyper": hyper,
                      "svm": svm, "n_classes": n_classes,
                      "start": None if dictionaries is None else
-                     float(sum(np.sum(np.abs(v)) for v in dictionaries))}, sort_keys=True,
+                     float(sum(np.sum(np.abs(v)) for v in dictionaries)),
+                     # absent for the old sampler's order: its checkpoints still resume
+                     **({"scan": scan} if scan != "fixed" else {})}, sort_keys=True,
                     default=str)
     ck = Path(checkpoint_dir) / "mcem_checkpoint.npz" if checkpoint_dir else None
     if ck is not None and ck.exists():

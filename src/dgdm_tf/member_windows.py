@@ -63,14 +63,20 @@ def _slots(real: np.ndarray, n_slots: int) -> np.ndarray:
     return slots
 
 
-def crop(plane: tf.Tensor, grid: Grid, real: np.ndarray) -> tf.Tensor:
+def crop(plane: tf.Tensor, grid: Grid, real: np.ndarray, start=None) -> tf.Tensor:
     """(N, H, W, C) -> (N * M, size_h, size_w, C): the windows of the M ``real`` members
-    (flat indices into the n_h x n_w grid), image-major; outside the plane is 0."""
+    (flat indices into the n_h x n_w grid), image-major; outside the plane is 0.
+    ``start``: (row, column) of the first window in place of the grid's, scalar tensors
+    (a colour picked at run time), at most the plane's size."""
     h, w, c = plane.shape[1], plane.shape[2], plane.shape[3]
     sh, sw = grid.step_h, grid.step_w
-    end_h, end_w = grid.start_h + grid.n_h * sh, grid.start_w + grid.n_w * sw
-    y = tf.pad(plane, [[0, 0], [0, max(0, end_h - h)], [0, max(0, end_w - w)], [0, 0]])
-    y = y[:, grid.start_h: end_h, grid.start_w: end_w, :]
+    if start is None:
+        end_h, end_w = grid.start_h + grid.n_h * sh, grid.start_w + grid.n_w * sw
+        y = tf.pad(plane, [[0, 0], [0, max(0, end_h - h)], [0, max(0, end_w - w)], [0, 0]])
+        y = y[:, grid.start_h: end_h, grid.start_w: end_w, :]
+    else:  # padded for any start up to the plane's size
+        y = tf.pad(plane, [[0, 0], [0, grid.n_h * sh], [0, grid.n_w * sw], [0, 0]])
+        y = tf.slice(y, tf.stack([0, start[0], start[1], 0]), [-1, grid.n_h * sh, grid.n_w * sw, c])
     y = tf.reshape(y, [-1, grid.n_h, sh, grid.n_w, sw, c])[:, :, : grid.size_h, :, : grid.size_w, :]
     y = tf.reshape(tf.transpose(y, [0, 1, 3, 2, 4, 5]),
                    [-1, grid.n_h * grid.n_w, grid.size_h, grid.size_w, c])
@@ -78,9 +84,10 @@ def crop(plane: tf.Tensor, grid: Grid, real: np.ndarray) -> tf.Tensor:
     return tf.reshape(y, [-1, grid.size_h, grid.size_w, c])
 
 
-def place(windows: tf.Tensor, grid: Grid, real: np.ndarray, out_h: int, out_w: int) -> tf.Tensor:
+def place(windows: tf.Tensor, grid: Grid, real: np.ndarray, out_h: int, out_w: int,
+          start=None) -> tf.Tensor:
     """Inverse of :func:`crop`: (N * M, size_h, size_w, C) -> (N, out_h, out_w, C), zeros
-    outside the windows (which are disjoint, so nothing is summed)."""
+    outside the windows (which are disjoint, so nothing is summed); ``start`` as there."""
     m, c = len(real), windows.shape[-1]
     sh, sw = grid.step_h, grid.step_w
     y = tf.reshape(windows, [-1, m, grid.size_h, grid.size_w, c])
@@ -89,8 +96,13 @@ def place(windows: tf.Tensor, grid: Grid, real: np.ndarray, out_h: int, out_w: i
     y = tf.reshape(y, [-1, grid.n_h, grid.n_w, grid.size_h, grid.size_w, c])
     y = tf.pad(y, [[0, 0], [0, 0], [0, 0], [0, sh - grid.size_h], [0, sw - grid.size_w], [0, 0]])
     y = tf.reshape(tf.transpose(y, [0, 1, 3, 2, 4, 5]), [-1, grid.n_h * sh, grid.n_w * sw, c])
-    y = tf.pad(y, [[0, 0], [grid.start_h, max(0, out_h - grid.start_h - grid.n_h * sh)],
-                   [grid.start_w, max(0, out_w - grid.start_w - grid.n_w * sw)], [0, 0]])
+    if start is None:
+        y = tf.pad(y, [[0, 0], [grid.start_h, max(0, out_h - grid.start_h - grid.n_h * sh)],
+                       [grid.start_w, max(0, out_w - grid.start_w - grid.n_w * sw)], [0, 0]])
+    else:  # onto a canvas out + grid rows (cols) high, so that any start <= out fits
+        y = tf.pad(y, tf.stack([[0, 0], [start[0], out_h - start[0]], [start[1], out_w - start[1]],
+                                [0, 0]]))
+        y = tf.reshape(y, [-1, out_h + grid.n_h * sh, out_w + grid.n_w * sw, c])
     return y[:, :out_h, :out_w, :]
 
 

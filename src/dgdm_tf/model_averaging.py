@@ -58,11 +58,12 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
                   n_total: int, n_classes: int, seed: int, keep: int, thin: int, sweeps: int,
                   gamma_s: float, svm_hyper: dict | None, n_leapfrog: int = 10,
                   hyper: dict | None = None, checkpoint_dir=None, checkpoint_every: int = 50,
-                  stop_after: int | None = None,
+                  stop_after: int | None = None, scan: str = "random",
                   progress: Callable[[str], None] | None = print) -> dict | None:
     """``keep`` posterior samples of (D, beta), one every ``thin`` iterations, starting
     from ``mcem`` (the output of :func:`dgdm_tf.deep_smcem.train` for the supervised
     model). ``batches(start)`` as there. Checkpointed and resumable like training.
+    ``scan``: the E-step sweeps' visiting order (:class:`DeepModel`), in the fingerprint.
 
     Returns {'D': [keep x per-layer arrays], 'beta': (keep, C, F+1), 'mean', 'std',
     'accept': per-iteration HMC acceptance, 'seconds'}; None when stopped early."""
@@ -70,7 +71,7 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
     if mcem.get("beta") is None:
         raise ValueError("model averaging starts from a supervised MCEM run (it has no beta)")
     hyper_s = deep_svm.SvmHyper.from_dict(svm_hyper)
-    model = DeepModel(image_shape, layers, hyper, supervised=True)
+    model = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan)
     total = keep * thin
     d = tuple(tf.constant(np.asarray(v, np.float32)) for v in mcem["D"])
     g = smcem_svm.SvmGlobals(beta=tf.constant(mcem["beta"]), mean=tf.constant(mcem["mean"]),
@@ -82,7 +83,9 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
     step = 0
     fp = json.dumps({"keep": keep, "thin": thin, "sweeps": sweeps, "seed": seed, "n": n_total,
                      "start": float(sum(np.sum(np.abs(v)) for v in mcem["D"])) +
-                     float(np.sum(np.abs(mcem["beta"]))), "svm": svm_hyper, "L": n_leapfrog},
+                     float(np.sum(np.abs(mcem["beta"]))), "svm": svm_hyper, "L": n_leapfrog,
+                     # absent for the old sampler's order: its checkpoints still resume
+                     **({"scan": scan} if scan != "fixed" else {})},
                     sort_keys=True, default=str)
     ck = Path(checkpoint_dir) / "averaging_checkpoint.npz" if checkpoint_dir else None
     if ck is not None and ck.exists():

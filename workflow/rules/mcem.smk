@@ -150,6 +150,7 @@ rule transfer:
         source=lambda wc: transfer_source(wc.ds),
         source_layers=lambda wc: ds_cfg(transfer_source(wc.ds))["model"]["layers"],
         gamma_s=lambda wc: ds_cfg(transfer_source(wc.ds))["mcem"]["gamma_s"],
+        scan=lambda wc: ds_cfg(transfer_source(wc.ds))["mcem"]["scan"],
         svm=lambda wc: ds_cfg(wc.ds)["svm"],
         run_config=lambda wc: run_config(wc.ds),
         config_files=CONFIG_FILES,

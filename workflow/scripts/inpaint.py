@@ -38,7 +38,7 @@ for name, (dicts, gs, ge) in models.items():
     res = deep_chain.infer_topdown(
         x, dicts, layers, seed=seed_for(seed, ds, "inpaint", name), burn_in=int(cfg["burn_in"]),
         collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gs,
-        gamma_e_init=ge, hyper=hyper, mask=mask, progress=progress)
+        gamma_e_init=ge, hyper=hyper, mask=mask, scan=cfg["scan"], progress=progress)
     rec = np.where(mask > 0, x, res["reconstruction"])  # observed pixels are kept
     recons[name] = rec
     scores[name] = deep_chain.hidden_error(x, rec, mask, peak)

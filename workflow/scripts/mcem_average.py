@@ -40,7 +40,8 @@ res = model_averaging.run_averaging(
     n_classes=data.n_classes, seed=seed_for(seed, ds, "averaging"), keep=int(cfg["keep"]),
     thin=int(cfg["thin"]), sweeps=int(cfg["sweeps"]), gamma_s=float(mcfg["gamma_s"]),
     svm_hyper=svm_hyper, n_leapfrog=int(cfg["n_leapfrog"]), hyper=plain(snakemake.params.hyper),
-    checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), progress=progress)
+    checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), scan=mcfg["scan"],
+    progress=progress)
 acc = np.asarray(res["accept"])
 atomic_io.save_npz(snakemake.output.samples,
                    **{f"sample{k}_D{l + 1}": d for k, ds_ in enumerate(res["D"]) for l, d in enumerate(ds_)},

@@ -54,7 +54,8 @@ for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
             burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
             batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
             rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
-            rmsprop_steps=int(pcfg["rmsprop_steps"]), progress=None, fn_cache=fn_cache)
+            rmsprop_steps=int(pcfg["rmsprop_steps"]), scan=mcfg["scan"], progress=None,
+            fn_cache=fn_cache)
         infer_seconds += res["seconds"]
         dv += deep_svm.decision_values([beta], mean, std, res["features"]) / len(models)
     scores.append(dv)

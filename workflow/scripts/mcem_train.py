@@ -51,7 +51,7 @@ res = deep_smcem.train(
     prior_scale=float(cfg["prior_scale"]), n_classes=data.n_classes, svm=svm,
     jit_compile=bool(cfg["jit_compile"]), devices=devices, checkpoint_dir=ckpt,
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=snakemake.output.trace,
-    progress=progress)
+    scan=cfg["scan"], progress=progress)
 if res["beta"] is None:
     raise ValueError(f"datasets.{ds}.mcem.supervise_from ({cfg['supervise_from']}) must be "
                      f"below mcem.iterations ({cfg['iterations']}): beta was never fitted")

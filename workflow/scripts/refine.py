@@ -43,7 +43,7 @@ out = deep_chain.run_refine(
     collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
-    progress=progress, chunk=cfg["chunk"])
+    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"])
 
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([d.shape[-1] for d in dictionaries])
 cols = deep_chain.trace_columns(model)

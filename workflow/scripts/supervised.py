@@ -55,7 +55,7 @@ out = deep_chain.run_refine(
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
     progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
     keep_models=int(cfg["predict"]["models"]), svm_warmup=int(cfg["svm_warmup"]),
-    svm_average=int(cfg["svm_average"]), chunk=cfg["chunk"])
+    svm_average=int(cfg["svm_average"]), chunk=cfg["chunk"], scan=cfg["scan"])
 
 model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])
 top_shape = (model.top.hs, model.top.ws, model.top.k)

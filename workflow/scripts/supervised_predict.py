@@ -55,7 +55,7 @@ dvs, per_model, q_traces, infer_seconds, fn_cache = [], [], [], 0.0, {}
 for j in range(n_models):
     common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
                   batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
-                  hyper=hyper, progress=progress)
+                  hyper=hyper, scan=cfg["scan"], progress=progress)
     if kind == "mcem":
         res = deep_mcem.infer_map(
             x, [v[j] for v in samples_d], layers, iterations=int(pcfg["iterations"]),

@@ -48,7 +48,7 @@ for split in ("train", "test"):
         x, dictionaries, layers, seed=seed_for(seed, ds, "transfer", split),
         burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
         batch_size=int(tcfg["batch_size"]), gamma_s=float(snakemake.params.gamma_s),
-        progress=progress, fn_cache=fn_cache)
+        scan=snakemake.params.scan, progress=progress, fn_cache=fn_cache)
     feats[split] = res["features"]
 y_train = d["y_train"][: len(feats["train"])]
 y_test = d["y_test"][: len(feats["test"])]
