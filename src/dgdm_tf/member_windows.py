@@ -76,7 +76,10 @@ def crop(plane: tf.Tensor, grid: Grid, real: np.ndarray, start=None) -> tf.Tenso
         y = y[:, grid.start_h: end_h, grid.start_w: end_w, :]
     else:  # padded for any start up to the plane's size
         y = tf.pad(plane, [[0, 0], [0, grid.n_h * sh], [0, grid.n_w * sw], [0, 0]])
-        y = tf.slice(y, tf.stack([0, start[0], start[1], 0]), [-1, grid.n_h * sh, grid.n_w * sw, c])
+        # a roll to the start, then a static slice: under XLA a slice whose start is
+        # only known at run time recompiles on every call
+        y = tf.roll(y, tf.stack([-start[0], -start[1]]), axis=[1, 2])
+        y = y[:, : grid.n_h * sh, : grid.n_w * sw, :]
     y = tf.reshape(y, [-1, grid.n_h, sh, grid.n_w, sw, c])[:, :, : grid.size_h, :, : grid.size_w, :]
     y = tf.reshape(tf.transpose(y, [0, 1, 3, 2, 4, 5]),
                    [-1, grid.n_h * grid.n_w, grid.size_h, grid.size_w, c])
@@ -100,9 +103,11 @@ def place(windows: tf.Tensor, grid: Grid, real: np.ndarray, out_h: int, out_w: i
         y = tf.pad(y, [[0, 0], [grid.start_h, max(0, out_h - grid.start_h - grid.n_h * sh)],
                        [grid.start_w, max(0, out_w - grid.start_w - grid.n_w * sw)], [0, 0]])
     else:  # onto a canvas out + grid rows (cols) high, so that any start <= out fits
-        y = tf.pad(y, tf.stack([[0, 0], [start[0], out_h - start[0]], [start[1], out_w - start[1]],
-                                [0, 0]]))
-        y = tf.reshape(y, [-1, out_h + grid.n_h * sh, out_w + grid.n_w * sw, c])
+        # static padding, then a roll to the start (XLA needs a pad's widths at compile
+        # time); the zeros padded below and right are at least the start, so only zeros
+        # wrap around
+        y = tf.pad(y, [[0, 0], [0, out_h], [0, out_w], [0, 0]])
+        y = tf.roll(y, tf.stack([start[0], start[1]]), axis=[1, 2])
     return y[:, :out_h, :out_w, :]
 
 
