@@ -246,6 +246,133 @@ def test_classwise_solves_match_the_batched_ones(monkeypatch):
         assert np.max(np.abs(a - b)) < 1e-10 * np.max(np.abs(a))
 
 
+def _wide_problem(seed=8, n=500, f=300, c=3, zero_cols=20):
+    """3 Gaussian classes in 300-D (centres 0.15 N(0, I), unit noise), 500 points, the
+    first ``zero_cols`` features constant (their columns of S are all zero)."""
+    rng = np.random.default_rng(seed)
+    lab = rng.integers(0, c, n)
+    x = 0.15 * rng.standard_normal((c, f))[lab] + rng.standard_normal((n, f))
+    x[:, :zero_cols] = 0.0
+    return x, lab
+
+
+def _em_system(beta, s, y, l1, l2, eps=1e-7):
+    """The dense EM step's (A (C, F1, F1), b (C, F1)), written out in NumPy (gamma = 1)."""
+    inv_c = 1.0 / np.maximum(np.abs(1.0 - y * (beta @ s.T)), eps)
+    a = np.einsum("nf,cn,ng->cfg", s, inv_c, s)
+    a[:, np.arange(s.shape[1]), np.arange(s.shape[1])] += l2 + l1 / np.maximum(np.abs(beta), eps)
+    return a, (y * (1.0 + inv_c)) @ s
+
+
+@pytest.fixture
+def few_precond_rows(monkeypatch):
+    """32 heavy rows in the CG preconditioner (default 512 >= N = 500 would make it exact
+    and CG converge in one iteration: these tests want CG to iterate)."""
+    monkeypatch.setattr(svm, "CG_PRECOND_ROWS", 32)
+
+
+def test_cg_em_matches_dense_em(few_precond_rows):
+    """em_solver cg (relative residual 1e-9, start 1e-9) follows the dense EM path
+    step by step: the objective within rel 1e-8 at each of 8 steps, beta within 1e-6 of
+    max |beta|, the same held-out predictions; the constant columns' beta exactly 0."""
+    x, lab = _wide_problem()
+    xt, _ = _wide_problem(seed=9)
+    kw = dict(method="em", em_iters=8, em_tol=0.0)
+    dense = BayesianSVM(3, em_solver="dense", **kw).fit(x, lab)
+    cg = BayesianSVM(3, em_solver="cg", em_cg_tol=1e-9, em_cg_start_tol=1e-9, **kw).fit(x, lab)
+    assert (dense.em_solver_, cg.em_solver_) == ("dense", "cg")
+    assert len(cg.trace) == len(dense.trace) == 8
+    for a, b in zip(dense.trace, cg.trace):
+        assert b["objective"] == pytest.approx(a["objective"], rel=1e-8)
+        assert b["cg_iterations"] > 1 and b["cg_residual"] < 1e-8  # CG iterated, converged
+    scale = np.max(np.abs(dense.betas))
+    assert np.max(np.abs(cg.betas - dense.betas)) < 1e-6 * scale
+    assert np.all(cg.betas[..., :20] == 0.0) and np.all(dense.betas[..., :20] == 0.0)
+    assert np.array_equal(cg.predict(xt), dense.predict(xt))
+
+
+def test_cg_step_meets_its_tolerance(few_precond_rows):
+    """One CG EM step from a mid-run beta: the residual recomputed from the dense A, b
+    is below tol x its value at the warm start (so the test fails if CG stops early, as
+    one iteration does), tighter tol -> more iterations and closer to A^-1 b."""
+    x, lab = _wide_problem()
+    m = BayesianSVM(3, method="em", em_iters=3, em_tol=0.0, em_solver="dense").fit(x, lab)
+    s = np.c_[(x - m.mean_) / m.std_, np.ones(len(x))]
+    y = svm.one_vs_all_targets(lab, 3)
+    l1, l2 = m._penalties(x.shape[1], np.full(3, m.kappa))
+    beta = m.betas[0]
+    a, b = _em_system(beta, s, y, l1, l2)
+    exact = np.linalg.solve(a, b[..., None])[..., 0]
+
+    def rel_residual(out):
+        res = np.linalg.norm(b - np.einsum("cfg,cg->cf", a, out), axis=1)
+        return res / np.linalg.norm(b - np.einsum("cfg,cg->cf", a, beta), axis=1)
+
+    errors, iterations = [], []
+    for tol in (1e-2, 1e-6):
+        out, info = svm.em_step_cg(beta, s, y, 1.0, l1, l2, tol=tol)
+        assert np.all(rel_residual(out) <= tol * (1 + 1e-6)), (tol, rel_residual(out))
+        assert info["cg_residual"] == pytest.approx(rel_residual(out).max(), rel=1e-6)
+        errors.append(np.max(np.abs(out - exact)))
+        iterations.append(info["cg_iterations"])
+    assert iterations[1] > iterations[0] > 1 and errors[1] < 1e-3 * errors[0]
+    early, _ = svm.em_step_cg(beta, s, y, 1.0, l1, l2, tol=1e-2, max_iter=1)
+    assert np.max(rel_residual(early)) > 1e-2  # what the assertion above would catch
+
+
+def test_cg_em_decreases_the_objective_at_any_tolerance(few_precond_rows):
+    """Warm-started CG lowers the majorising quadratic, so even em_cg_tol 0.5 never
+    raises the objective (MM), and its last objective is within 5% of the dense path's."""
+    x, lab = _wide_problem()
+    kw = dict(method="em", em_iters=15, em_tol=0.0)
+    loose = BayesianSVM(3, em_solver="cg", em_cg_tol=0.5, em_cg_start_tol=0.5, **kw).fit(x, lab)
+    obj = np.array([r["objective"] for r in loose.trace])
+    assert np.all(np.diff(obj) <= 1e-12 * obj[:-1])
+    dense = BayesianSVM(3, em_solver="dense", **kw).fit(x, lab)
+    assert obj[-1] < 1.05 * dense.trace[-1]["objective"]
+
+
+@pytest.mark.parametrize("stack_bytes", [svm.CG_PRECOND_BYTES, 0])
+def test_cg_preconditioner_is_the_stated_inverse(monkeypatch, stack_bytes):
+    """cg_preconditioner applies (D + S_B^T diag(w_B) S_B)^-1 (D = diagonal of the other
+    rows' part of A) to rel 1e-10; with rows >= N it is A^-1 itself, and 0 rows is Jacobi;
+    the same whether it keeps the heavy rows' stack or (above CG_PRECOND_BYTES, here 0)
+    multiplies through S."""
+    monkeypatch.setattr(svm, "CG_PRECOND_BYTES", stack_bytes)
+    rng = np.random.default_rng(12)
+    n, f, c, k = 60, 25, 2, 7
+    s = rng.standard_normal((n, f))
+    w = np.exp(rng.uniform(-2.0, 12.0, (c, n)))  # weights up to ~1.6e5, as late in EM
+    prior = rng.uniform(0.1, 1e4, (c, f))
+    r = rng.standard_normal((c, f))
+    a = np.einsum("nf,cn,ng->cfg", s, w, s) + np.stack([np.diag(p) for p in prior])
+    heavy = np.argsort(-w, axis=1)[:, :k]
+    for rows, which in ((k, heavy), (n, None), (0, np.zeros((c, 0), int))):
+        if which is None:
+            m = a
+        else:
+            rest = w.copy()
+            np.put_along_axis(rest, which, 0.0, axis=1)
+            d = np.einsum("nf,cn->cf", s * s, rest) + prior
+            wb = np.take_along_axis(w, which, axis=1)
+            m = np.stack([np.diag(d[l]) + (s[which[l]].T * wb[l]) @ s[which[l]] for l in range(c)])
+        got = svm.cg_preconditioner(s, w, prior, rows)(r)
+        want = np.linalg.solve(m, r[..., None])[..., 0]
+        assert np.max(np.abs(got - want)) < 1e-10 * np.max(np.abs(want)), rows
+
+
+def test_em_solver_auto_follows_classwise(monkeypatch):
+    """auto: CG exactly when the dense solves would go class by class (classwise)."""
+    assert svm.em_solver_for(10, 801) == "dense"  # MNIST's pretrained features
+    assert svm.em_solver_for(10, 4901) == "cg"  # the soft-threshold encoder's
+    assert svm.em_solver_for(10, 4901, "dense") == "dense"
+    monkeypatch.setattr(svm, "CLASS_BATCH_BYTES", 0)
+    assert svm.em_solver_for(3, 5) == "cg"
+    x, lab = _wide_problem(n=40, f=6, zero_cols=0)
+    assert BayesianSVM(3, method="em", em_iters=2).fit(x, lab).em_solver_ == "cg"
+    assert BayesianSVM(3, burn_in=1, collect=1).fit(x, lab).em_solver_ is None
+
+
 # ------------------------------------------------------------ 3. the hinge-loss optimum
 def _dual_cd_l2_svm(t, y, cost, tol=1e-10, max_epochs=5000):
     """LIBLINEAR-style dual coordinate descent for min 1/2 |u|^2 + cost sum hinge(y u.t).
@@ -424,3 +551,9 @@ def test_bad_input_raises_clear_value_errors():
         BayesianSVM(1)
     with pytest.raises(ValueError, match="sample_gamma"):
         BayesianSVM(3, method="em", sample_gamma=True)
+    with pytest.raises(ValueError, match="em_solver"):
+        BayesianSVM(3, method="em", em_solver="lu")
+    for key in ("em_cg_tol", "em_cg_start_tol"):
+        for bad in (0.0, 1.0, float("nan")):
+            with pytest.raises(ValueError, match=key):
+                BayesianSVM(3, method="em", **{key: bad})

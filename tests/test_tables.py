@@ -273,6 +273,13 @@ def test_reference_row_note_says_which_svm_method_fitted_it():
     assert ("the SVM model of `pretrained_svm` (same prior and hinge settings) fitted by EM "
             "towards its MAP (50 steps, the objective's last relative decrease 0.012) "
             "(`encoder.svm_method: em`; `pretrained_svm`: gibbs), on its images") in md
+    # the CG solves of wide features (svm.em_solver) are named with their tolerances
+    cfg["svm"].update(em_cg_tol=0.1, em_cg_start_tol=0.001)
+    m.update(svm_em_solver="cg", svm_cg_iterations=2950)
+    md = tables.render_tables(datasets, {("mnist", "encoder_svm"): m})
+    assert ("EM towards its MAP (50 steps, the objective's last relative decrease 0.012, "
+            "each step solved by conjugate gradients to 0.1 of its starting residual (first "
+            "step 0.001; 2950 iterations in all))") in md
     # older metrics.json without svm_method: the config says it; gibbs names its sweeps
     cfg["encoder"]["svm_method"] = "gibbs"
     md = tables.render_tables(datasets, {("mnist", "encoder_svm"): _metrics(config=cfg)})

@@ -86,6 +86,28 @@ i.e. the L1-regularised hinge loss with cost ``2 gamma / sqrt(2 kappa)``
 held fixed in EM (a joint MAP over ``kappa`` is degenerate at ``beta = 0``).
 ``|c|`` and ``|beta|`` are floored at ``eps = 1e-7`` (:func:`em_update_beta`).
 
+**Wide features: EM steps by conjugate gradients (``em_solver``).**  A dense step costs
+``2 C N F1^2`` flops and an ``F1 x F1`` factor per class.  With ``em_solver="cg"`` (or
+``"auto"`` when :func:`classwise` holds: :func:`em_solver_for`) each class's M-step
+``A_l beta = b_l`` is solved by preconditioned CG from the previous iterate, with
+products through ``S`` alone (:func:`em_step_cg`: ``4 C N F1`` flops an iteration,
+memory ``O((N + C rows) F1)``, no ``F1 x F1`` or ``N x N``).  Same objective, priors,
+``em_iters`` / ``em_tol``, and the same fixed points and monotone descent: CG's iterates
+lower the quadratic ``Q(. | beta)`` that majorises ``J`` and touches it at ``beta`` (up
+to the ``eps`` floors), so ``J(beta') <= Q(beta' | beta) <= Q(beta | beta) = J(beta)``
+however early CG stops, and from the warm start the residual ``b - A beta`` is
+``-grad J(beta)``, so CG leaves ``beta`` in place exactly when the dense step would.
+``em_cg_tol`` is relative to that warm-start residual, not to ``||b||``, which grows
+with the weights ``1/|c|`` (up to ``1/eps``), so a tolerance on it would be met ever
+sooner as EM goes on.  The first step (the ridge start from ``beta = 0``) has its own,
+tighter ``em_cg_start_tol``: where EM starts decides which weights the ``1/|beta|``
+prior shrinks away within ``em_iters`` steps, and a loose start costs test error and
+later CG iterations.  The preconditioner is :func:`cg_preconditioner`.  The CG
+arithmetic is NumPy float64: its BLAS runs the two ``C``-column products of an
+iteration faster than TF's float64 kernels.  Measurements (the default config's
+MNIST encoder_svm: 50 CG steps in 373 s against ~100 s a dense step, one thread):
+docs/design.md, "The SVM's EM on wide features".
+
 **Features** are standardised internally (training mean / sd stored as ``mean_`` /
 ``std_``; constant columns get sd 1) so that a unit-scale prior and ``kappa`` are
 sensible whatever the units of the features.  ``betas`` are in standardised
@@ -106,9 +128,10 @@ doubles above :data:`CLASS_BATCH_BYTES`, 256 MB) solve one class at a time
 (:func:`solve_classes`), from the lower triangle only (what the Cholesky reads): the
 batched solve held several ``(C, F1, F1)`` float64 stacks at once.  Measured at
 N = 2000, F1 = 4901, C = 10 (soft-threshold features of MNIST), 1 thread, 3 Gibbs
-sweeps: peak RSS 8.7 GB -> 1.7 GB, 23-26 s a sweep either way; at N = 10000 an EM step
-takes 72-87 s and the fit peaks at 3.4 GB.  Smaller problems (MNIST's 800 pretrained
-features: 51 MB) stay batched, bit for bit as before.
+sweeps: peak RSS 8.7 GB -> 1.7 GB, 23-26 s a sweep either way; at N = 10000 a dense EM
+step takes 72-87 s and the fit peaks at 3.4 GB (EM there takes the CG path above).
+Smaller problems (MNIST's 800 pretrained features: 51 MB) stay batched, bit for bit as
+before.
 
 **Randomness.**  Every draw is a ``tf.random.stateless_*`` op.  Sweep ``t`` uses
 ``stateless_fold_in([seed, SALT], t)`` split into one seed per conditional, so the
@@ -131,6 +154,12 @@ LAM_MIN = 1e-8
 OMEGA_MIN = 1e-12
 #: the largest ``C x F1 x F1`` float64 stack solved batched (:func:`solve_classes`)
 CLASS_BATCH_BYTES = 256 * 2**20
+#: heavy rows per class solved exactly in the CG preconditioner (:func:`cg_preconditioner`)
+CG_PRECOND_ROWS = 512
+#: the largest ``C x rows x F1`` float64 stack of those rows the preconditioner keeps;
+#: above it, its products go through ``S`` (:func:`cg_preconditioner`)
+CG_PRECOND_BYTES = 1024 * 2**20
+EM_SOLVERS = ("auto", "dense", "cg")
 
 __all__ = [
     "BayesianSVM",
@@ -148,6 +177,10 @@ __all__ = [
     "solve_classes",
     "classwise",
     "em_update_beta",
+    "em_solver_for",
+    "cg_preconditioner",
+    "conjugate_gradients",
+    "em_step_cg",
     "hinge_loss",
     "hinge_objective",
 ]
@@ -436,6 +469,161 @@ def em_update_beta(beta, s, y, gamma, l1, l2, *, eps: float = 1e-7) -> tf.Tensor
     return solve_classes(s, gamma * inv_c, prior_prec, rhs)
 
 
+# ------------------------------------------------------ EM for wide features: matrix-free
+def em_solver_for(n_classes: int, n_coef: int, em_solver: str = "auto") -> str:
+    """``"dense"`` or ``"cg"``: how :class:`BayesianSVM` solves its EM steps.
+
+    ``"auto"`` takes CG exactly when the dense solves would go one class at a time
+    (:func:`classwise`: the ``C`` stacked ``F1 x F1`` float64 precisions exceed
+    :data:`CLASS_BATCH_BYTES`); below that a dense step is cheap and exact.
+    """
+    if em_solver not in EM_SOLVERS:
+        raise ValueError(f"em_solver must be one of {EM_SOLVERS}, got {em_solver!r}")
+    if em_solver != "auto":
+        return em_solver
+    return "cg" if classwise(n_classes, n_coef) else "dense"
+
+
+def _sq_colsums(s: np.ndarray, w: np.ndarray, chunk_rows: int = 2048) -> np.ndarray:
+    """``(C, F1)``: ``sum_n w[l, n] s[n, i]^2``, chunked over rows (no ``N x F1`` square)."""
+    out = np.zeros((w.shape[0], s.shape[1]))
+    for j in range(0, s.shape[0], chunk_rows):
+        out += w[:, j:j + chunk_rows] @ np.square(s[j:j + chunk_rows])
+    return out
+
+
+def cg_preconditioner(s: np.ndarray, w: np.ndarray, prior: np.ndarray,
+                      rows: int | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """``r -> M^-1 r`` for all classes: ``M_l = D_l + S_B^T diag(w_lB) S_B`` (SPD).
+
+    For ``A_l = S^T diag(w_l) S + diag(prior_l)``: ``B`` = the ``rows`` rows of largest
+    weight (EM: ``1/|c|``, up to ``1/eps`` for examples pinned to the margin), ``D_l`` the
+    diagonal of ``A_l`` without them.  Why not plain Jacobi: standardised ``S`` is dense,
+    so one pinned row adds ``~w s_ni^2`` to every diagonal entry and Jacobi then shrinks
+    every other direction by as much; exact on the heavy rows (Woodbury, a ``rows x
+    rows`` Cholesky per class) and Jacobi on the rest, a late EM step converges in ~100
+    CG iterations where Jacobi does not in 1500 (docs/design.md).  ``rows`` defaults to
+    :data:`CG_PRECOND_ROWS`; 0 is Jacobi; ``>= N`` makes ``M = A``.  Memory: the heavy
+    rows' ``C x rows x F1`` float64 stack when it fits :data:`CG_PRECOND_BYTES` (an
+    application then costs ``4 C rows F1`` flops); above it (many classes, wide
+    features: 102 classes x 512 x 92257 doubles, 38 GB, for encoder_svm on Caltech-101
+    in config/paper.yaml) none, each application multiplying through ``S`` instead
+    (``4 C N F1`` flops, as one product with ``A``).
+    """
+    k = min(CG_PRECOND_ROWS if rows is None else int(rows), s.shape[0])
+    if k == 0:
+        d = _sq_colsums(s, w) + prior
+        return lambda r: r / d
+    c = w.shape[0]
+    idx = np.argpartition(-w, k - 1, axis=1)[:, :k]  # (C, k)
+    w_rest = w.copy()
+    np.put_along_axis(w_rest, idx, 0.0, axis=1)
+    d = _sq_colsums(s, w_rest) + prior
+    # S_B D^-1 S_B^T, one class's rows at a time (no stack, nor its scaled copy)
+    cap = np.stack([(s[i] / dl) @ s[i].T for i, dl in zip(idx, d)])
+    cap = 0.5 * (cap + np.swapaxes(cap, 1, 2))
+    diag = np.arange(k)
+    cap[:, diag, diag] += 1.0 / np.take_along_axis(w, idx, axis=1)
+    # cap^-1 = L^-T L^-1 keeps M^-1 symmetric to round-off, which CG relies on (TF's
+    # batched triangular solve: NumPy has none, and its batched solve is slower)
+    l_inv = tf.linalg.triangular_solve(tf.linalg.cholesky(_t(cap)),
+                                       tf.eye(k, batch_shape=[c], dtype=DTYPE)).numpy()
+    l_inv_t = np.swapaxes(l_inv, 1, 2)
+    s_b = s[idx] if 8 * c * k * s.shape[1] <= CG_PRECOND_BYTES else None  # (C, k, F1)
+
+    def apply(r: np.ndarray) -> np.ndarray:
+        rd = r / d
+        if s_b is not None:
+            t_b = (s_b @ rd[:, :, None])[:, :, 0]  # (C, k): S_B D^-1 r
+        else:
+            t_b = np.take_along_axis(rd @ s.T, idx, axis=1)
+        u = (l_inv_t @ (l_inv @ t_b[:, :, None]))[:, :, 0]  # (C, k)
+        if s_b is not None:
+            back = (u[:, None, :] @ s_b)[:, 0, :]  # S_B^T u
+        else:
+            u_n = np.zeros_like(w)
+            np.put_along_axis(u_n, idx, u, axis=1)
+            back = u_n @ s
+        return rd - back / d
+
+    return apply
+
+
+def conjugate_gradients(apply_a, apply_m, rhs, x0, tol: float, max_iter: int):
+    """Preconditioned CG on every class at once (rows of ``rhs`` / ``x0`` ``(C, F1)``).
+
+    Class ``l`` stops when ``||r_l|| <= tol ||r_l(x0)||`` (its residual relative to the
+    one at the start) or after ``max_iter`` iterations; the others go on.  Returns
+    ``(x, iterations, ||r(x0)||)``.  From ``x0`` every iterate lowers
+    ``1/2 x^T A x - rhs^T x``.
+    """
+    x = np.array(x0, dtype=np.float64)
+    r = rhs - apply_a(x)
+    r0 = np.linalg.norm(r, axis=1)
+    stop = tol * r0
+    z = apply_m(r)
+    p = z.copy()
+    rz = np.sum(r * z, axis=1)
+    it = 0
+    while it < max_iter:
+        active = np.linalg.norm(r, axis=1) > stop
+        if not active.any():
+            break
+        q = apply_a(p)
+        alpha = np.where(active, rz / np.where(active, np.sum(p * q, axis=1), 1.0), 0.0)
+        x += alpha[:, None] * p
+        r -= alpha[:, None] * q
+        z = apply_m(r)
+        rz_new = np.sum(r * z, axis=1)
+        ratio = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
+        p = np.where(active[:, None], z + ratio[:, None] * p, p)
+        rz = np.where(active, rz_new, rz)
+        it += 1
+    return x, it, r0
+
+
+def em_step_cg(beta, s, y, gamma, l1, l2, *, tol: float, start: bool = False,
+               eps: float = 1e-7, rows: int | None = None, max_iter: int | None = None):
+    """One EM step of :func:`em_update_beta` (or, ``start=True``, of the ridge start
+    :func:`_em_first_step` from ``beta = 0``), its linear solve by CG: NumPy float64.
+
+    Each class's ``A_l beta = b_l`` (``A_l = gamma S^T diag(1/|c|) S + diag(l2 + l1/|beta|)``,
+    supplement eq. ``UpdateBeta``) by :func:`conjugate_gradients` with products through
+    ``S`` ``(N, F1)`` only, preconditioned by :func:`cg_preconditioner`, warm-started at
+    the current ``beta``, until ``||b - A beta'|| <= tol ||b - A beta||``; ``max_iter``
+    defaults to ``F1``.  From the warm start ``b - A beta = -grad J(beta)``
+    (:func:`hinge_objective`, where differentiable), and CG lowers the quadratic that
+    majorises ``J``: every step still decreases ``J``, and CG leaves ``beta`` exactly where
+    the dense step would (``grad J = 0``), so both have the same fixed points.  Returns
+    ``(beta', {"cg_iterations", "cg_residual"})``, the latter the largest over classes of
+    the recomputed ``||b - A beta'|| / ||b - A beta||``.
+    """
+    s = np.asarray(s, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64)
+    if start:  # |c| = 1 everywhere, |beta| taken as 1, from beta = 0
+        w = np.full(y.shape, float(gamma))
+        prior = l2 + l1 + np.zeros_like(beta)
+        rhs = (2.0 * gamma * y) @ s
+        x0 = np.zeros_like(beta)
+    else:
+        inv_c = 1.0 / np.maximum(np.abs(1.0 - y * (beta @ s.T)), eps)
+        w = gamma * inv_c
+        prior = l2 + l1 / np.maximum(np.abs(beta), eps)
+        rhs = (gamma * y * (1.0 + inv_c)) @ s
+        x0 = beta
+
+    def apply_a(v):
+        return ((v @ s.T) * w) @ s + prior * v
+
+    limit = s.shape[1] if max_iter is None else int(max_iter)
+    out, its, r0 = conjugate_gradients(apply_a, cg_preconditioner(s, w, prior, rows), rhs,
+                                       x0, tol, limit)
+    res = np.linalg.norm(rhs - apply_a(out), axis=1)
+    rel = np.where(r0 > 0, res / np.where(r0 > 0, r0, 1.0), 0.0)
+    return out, {"cg_iterations": its, "cg_residual": float(rel.max())}
+
+
 # --------------------------------------------------------------------------- the class
 class BayesianSVM:
     """One-vs-all Bayesian SVM with Laplace (or Gaussian) prior; Gibbs or EM/MAP.
@@ -459,13 +647,20 @@ class BayesianSVM:
     bias_var : prior variance of the (unshrunk) bias.
     em_iters, em_tol : EM stops after ``em_iters`` steps or when the relative decrease of
         the objective is below ``em_tol``.
+    em_solver : how EM's linear solves are done: ``"dense"`` (Cholesky of each class's
+        ``F1 x F1`` precision), ``"cg"`` (:func:`em_step_cg`: matrix-free conjugate
+        gradients) or ``"auto"`` (:func:`em_solver_for`: CG for wide features).
+    em_cg_tol, em_cg_start_tol : CG's relative residual (to the warm start's) in each EM
+        step after the first, and in the first (the ridge start from ``beta = 0``).
     progress : optional ``callable(str)`` called once per sweep / EM step.
 
     Attributes after ``fit``: ``betas`` ``(samples, C, F+1)`` (standardised coordinates;
     EM: one sample, the MAP), ``beta_mean_`` ``(C, F+1)``, ``mean_``, ``std_``,
     ``trace`` (list of dicts: iteration, phase, hinge (mean per-class hinge per
     example), objective (sum over classes of :func:`hinge_objective`), train_error,
-    gamma, kappa (mean over classes), seconds), ``gammas``/``kappas`` of collected samples.
+    gamma, kappa (mean over classes), seconds; CG EM also cg_iterations, cg_residual),
+    ``gammas``/``kappas`` of collected samples, ``em_solver_`` (EM: ``"dense"`` or
+    ``"cg"``; Gibbs: None).
     """
 
     def __init__(self, n_classes: int, *, method: str = "gibbs", burn_in: int = 100,
@@ -473,7 +668,8 @@ class BayesianSVM:
                  sample_gamma: bool = False, a_gamma: float = 1e-6, b_gamma: float = 1e-6,
                  a_kappa: float = 1.0, b_kappa: float = 1.0, kappa: float = 0.5,
                  prior: str = "laplace", ridge: float = 1.0, bias_var: float = 100.0,
-                 em_iters: int = 50, em_tol: float = 1e-9,
+                 em_iters: int = 50, em_tol: float = 1e-9, em_solver: str = "auto",
+                 em_cg_tol: float = 0.1, em_cg_start_tol: float = 1e-3,
                  progress: Callable[[str], None] | None = None):
         if not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
             raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
@@ -490,6 +686,11 @@ class BayesianSVM:
                           ("ridge", ridge), ("bias_var", bias_var)):
             if not (np.isfinite(val) and val > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {val!r}")
+        if em_solver not in EM_SOLVERS:
+            raise ValueError(f"em_solver must be one of {EM_SOLVERS}, got {em_solver!r}")
+        for name, val in (("em_cg_tol", em_cg_tol), ("em_cg_start_tol", em_cg_start_tol)):
+            if not (np.isfinite(val) and 0 < val < 1):
+                raise ValueError(f"{name} must lie in (0, 1), got {val!r}")
         if sample_gamma and method == "em":
             raise ValueError("sample_gamma=True needs method='gibbs' (EM keeps gamma fixed)")
         self.n_classes = int(n_classes)
@@ -506,6 +707,9 @@ class BayesianSVM:
         self.bias_var = float(bias_var)
         self.em_iters = int(em_iters)
         self.em_tol = float(em_tol)
+        self.em_solver = em_solver
+        self.em_cg_tol = float(em_cg_tol)
+        self.em_cg_start_tol = float(em_cg_start_tol)
         self.progress = progress
         self.betas: np.ndarray | None = None
         self.trace: list[dict] = []
@@ -577,34 +781,51 @@ class BayesianSVM:
         sd = x.std(axis=0)
         self.std_ = np.where(sd > 1e-12 * np.maximum(1.0, np.abs(self.mean_)), sd, 1.0)
         self.n_features_ = x.shape[1]
-        s = tf.constant(self._design(x), dtype=DTYPE)
+        design = self._design(x)
         del x  # (a float64 copy of float32 features: 0.4 GB at 10000 x 4900) not needed now
-        y = tf.constant(one_vs_all_targets(lab, self.n_classes), dtype=DTYPE)
+        y = one_vs_all_targets(lab, self.n_classes)
         lab_t = tf.constant(lab)
         self.trace = []
-        if self.method == "em":
-            self._fit_em(s, y, lab_t)
+        self.em_solver_ = (em_solver_for(self.n_classes, design.shape[1], self.em_solver)
+                           if self.method == "em" else None)
+        if self.em_solver_ == "cg":
+            # all-zero columns (features constant on the training set) get beta = 0
+            # exactly from either solver (no data, prior 1/eps): left out of every product
+            cols = np.flatnonzero(np.any(design != 0.0, axis=0))
+            if len(cols) < design.shape[1]:
+                design = design[:, cols]
+            self._fit_em_cg(design, cols, y, lab_t)
         else:
-            self._fit_gibbs(s, y, lab_t)
+            s = tf.constant(design, dtype=DTYPE)
+            del design
+            y = tf.constant(y, dtype=DTYPE)
+            if self.method == "em":
+                self._fit_em(s, y, lab_t)
+            else:
+                self._fit_gibbs(s, y, lab_t)
         self.beta_mean_ = self.betas.mean(axis=0)
         return self
 
-    def _record(self, it, phase, beta, s, y, lab, gamma, kappa, t0) -> dict:
+    def _record(self, it, phase, beta, s, y, lab, gamma, kappa, t0, *, m=None,
+                extra: dict | None = None) -> dict:
         f = self.n_features_
-        m = margins(beta, s)
-        hinge = tf.reduce_sum(tf.nn.relu(1.0 - y * m), axis=-1).numpy()
+        m = margins(beta, s) if m is None else _t(m)
+        hinge = tf.reduce_sum(tf.nn.relu(1.0 - _t(y) * m), axis=-1).numpy()
         err = float(np.mean(tf.argmax(m, axis=0).numpy() != lab.numpy()))
         l1, l2 = self._penalties(f, kappa)
         b = np.asarray(beta)
         # = hinge_objective(beta, s, y, gamma, l1=l1, l2=l2), reusing the margins
         obj = 2.0 * float(gamma) * hinge + np.sum(l1 * np.abs(b) + 0.5 * l2 * b * b, axis=-1)
-        n = int(s.shape[0])
+        n = int(m.shape[1])
         row = {"iteration": it, "phase": phase, "hinge": float(hinge.mean() / n),
                "objective": float(obj.sum()), "train_error": err, "gamma": float(gamma),
-               "kappa": float(np.mean(kappa)), "seconds": time.perf_counter() - t0}
+               "kappa": float(np.mean(kappa)), "seconds": time.perf_counter() - t0,
+               **(extra or {})}
         self.trace.append(row)
+        cg = (f" cg {extra['cg_iterations']} its, rel res {extra['cg_residual']:.2g}"
+              if extra else "")
         self._say(f"svm {phase} it {it}: hinge/N={row['hinge']:.4g} obj={row['objective']:.6g} "
-                  f"train_err={err:.4f} gamma={row['gamma']:.4g} kappa={row['kappa']:.4g} "
+                  f"train_err={err:.4f} gamma={row['gamma']:.4g} kappa={row['kappa']:.4g}{cg} "
                   f"({row['seconds']:.2f}s)")
         return row
 
@@ -628,6 +849,32 @@ class BayesianSVM:
                 break
             prev = row["objective"]
         self.betas = beta.numpy()[None]
+        self.gammas = np.array([self.gamma])
+        self.kappas = np.full((1, c), self.kappa)
+
+    def _fit_em_cg(self, s, cols, y, lab):
+        """EM with every step's solve by :func:`em_step_cg`; ``s`` holds the columns
+        ``cols`` of the design (the others are all zero), the same stopping rule as
+        :meth:`_fit_em`."""
+        f = self.n_features_
+        c = self.n_classes
+        kappa = np.full(c, self.kappa)
+        l1, l2 = self._penalties(f, kappa)
+        l1, l2 = l1[:, cols], l2[:, cols]
+        beta = np.zeros((c, s.shape[1]))
+        full = np.zeros((c, f + 1))
+        prev = None
+        for it in range(1, self.em_iters + 1):
+            t0 = time.perf_counter()
+            tol = self.em_cg_start_tol if it == 1 else self.em_cg_tol
+            beta, info = em_step_cg(beta, s, y, self.gamma, l1, l2, tol=tol, start=it == 1)
+            full[:, cols] = beta
+            row = self._record(it, "em", full, None, y, lab, self.gamma, kappa, t0,
+                               m=beta @ s.T, extra=info)
+            if prev is not None and prev - row["objective"] <= self.em_tol * abs(prev):
+                break
+            prev = row["objective"]
+        self.betas = full[None].copy()
         self.gammas = np.array([self.gamma])
         self.kappas = np.full((1, c), self.kappa)
 

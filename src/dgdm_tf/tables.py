@@ -305,6 +305,12 @@ def _encoder_svm_text(m: Mapping[str, Any], enc: Mapping[str, Any],
         rel = m.get("svm_em_last_rel_decrease")
         if rel is not None:
             bits.append(f"the objective's last relative decrease {rel:.2g}")
+        if m.get("svm_em_solver") == "cg":
+            its = m.get("svm_cg_iterations")
+            bits.append("each step solved by conjugate gradients to "
+                        f"{svm.get('em_cg_tol')} of its starting residual (first step "
+                        f"{svm.get('em_cg_start_tol')}"
+                        + (f"; {its} iterations in all" if its is not None else "") + ")")
         how = "EM towards its MAP" + (f" ({', '.join(bits)})" if bits else "")
         return (f"the SVM model of `pretrained_svm` (same prior and hinge settings) fitted "
                 f"by {how} (`encoder.svm_method: em`; `pretrained_svm`: "

@@ -111,6 +111,10 @@ metrics = {
     "svm_method": model.method,
     "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
     "svm_em_last_rel_decrease": em_last_rel_decrease(model),
+    # EM's linear solves (svm.em_solver): "dense" or "cg", and CG's iterations in all
+    "svm_em_solver": model.em_solver_,
+    "svm_cg_iterations": (sum(row["cg_iterations"] for row in model.trace)
+                          if model.em_solver_ == "cg" else None),
     "pretrain_n_images": n_pre,
     "refine_n_images": refine_n_images,
     "pretrained_same_subset_test_error_pct": same_subset,
