@@ -7,6 +7,9 @@ each read out by the fixed ridge probe (signed, as the SVM sees it), beside the 
 on the row's own features of the same images.
 
     python experiments/mixing/topdown_scan.py results/mnist 500 250 fixed random
+
+Measured (docs/design.md, "Mixing"), on a default run whose top-down features used the
+random scan: the row's own features 78.0 %, fixed scan 28.4 %, random scan 80.0 %.
 """
 import json
 import sys
