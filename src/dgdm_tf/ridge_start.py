@@ -123,8 +123,9 @@ def ridge_start(state: PretrainState, x, model: LayerModel, settings: RidgeStart
     lam = settings.ridge * tf.reduce_mean(tf.reduce_sum(tf.square(d), axis=[0, 1, 2]))
     s = ridge_fit(x, d, mask, lam, tf.constant(settings.iterations))
     s_blocks = nhwc_to_blocks(s, g)
-    on = tf.reduce_any(nhwc_to_blocks(mask, g) > 0, axis=-1)
-    z = tf.where(on, tf.argmax(nhwc_to_blocks(mask, g), axis=-1, output_type=tf.int32), g.off)
+    mask_blocks = nhwc_to_blocks(mask, g)
+    on = tf.reduce_any(mask_blocks > 0, axis=-1)
+    z = tf.where(on, tf.argmax(mask_blocks, axis=-1, output_type=tf.int32), g.off)
     resid = x - full_conv(s, d)
     gamma_e = (h.a_e + 0.5 * model.n_pixels) / (
         h.b_e + 0.5 * tf.reduce_sum(tf.square(resid), axis=[1, 2, 3]))
