@@ -19,7 +19,7 @@ from dgdm_tf import mixing
 from dgdm_tf.features import infer_layer
 from dgdm_tf.ops import full_conv
 from dgdm_tf.ridge_start import RidgeStart, ridge_fit, support
-from _subsets import subsets
+from _subsets import read_out, subsets
 
 root = sys.argv[1]
 layers = [np.load(f"{root}/pretrain/layer{l}.npz") for l in (1, 2)]
@@ -37,10 +37,7 @@ def gibbs(x, l, seed, start):
 
 
 def probe(f, split):
-    f = [v.reshape(len(v), -1) for v in f]
-    if split:
-        f = [mixing.polarity_split(v) for v in f]
-    return mixing.ridge_probe(f[0], ytr, f[1], yte)
+    return read_out(f, ytr, yte, split)
 
 
 xt = tf.constant(xtr)

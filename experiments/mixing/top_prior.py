@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from dgdm_tf import mixing, pretrain
+from dgdm_tf import pretrain
 from dgdm_tf.features import infer_layer
-from _subsets import subsets
+from _subsets import read_out, subsets
 
 root = sys.argv[1]
 layers = [np.load(f"{root}/pretrain/layer{l}.npz") for l in (1, 2)]
@@ -36,10 +36,7 @@ def gibbs(x, l, seed):
 
 
 def probe(f, split):
-    f = [v.reshape(len(v), -1) for v in f]
-    if split:
-        f = [mixing.polarity_split(v) for v in f]
-    return mixing.ridge_probe(f[0], ytr, f[1], yte)
+    return read_out(f, ytr, yte, split)
 
 
 t = time.time()
