@@ -201,6 +201,27 @@ def test_fast_paths_draw_what_the_generic_paths_draw():
     np.testing.assert_allclose(a.s_top.numpy(), b.s_top.numpy(), atol=1e-5)
 
 
+def test_two_layer_unit_images_by_frames_equal_one_pass_down_per_unit():
+    """The two-layer top units' images, built frame by frame (a frame spanning 3 x 3
+    cells, pool 3 with 5 x 5 atoms, edge blocks whose offsets fall outside S[0], C = 2),
+    equal one pass down per unit, masked pixels included."""
+    model = DeepModel((16, 17, 2), [{"dict_size": 5, "n_dict": 3, "pool": 3},
+                                    {"dict_size": 2, "n_dict": 2, "pool": 1}])
+    rng = np.random.default_rng(3)
+    ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+    x = rng.normal(size=(2, 16, 17, 2)).astype(np.float32)
+    mask = tf.constant((rng.random(x.shape) > 0.3).astype(np.float32))
+    st = G.init_state(x, model, ds, [1, 2], mask=mask)
+    st = G.resample_z(st, x, model, 0, tf.constant([3, 4]), mask)
+    assert 0 < np.mean(st.z[0].numpy() < model.geoms[0].p ** 2) < 1  # blocks on and off
+    fast = G.top_unit_images(st, model, mask, fast=True)
+    slow = G.top_unit_images(st, model, mask, fast=False)
+    col = model.colourings[-1]
+    for ci in range(len(col.colours())):
+        for k in range(model.top.k):
+            np.testing.assert_allclose(fast(ci, k).numpy(), slow(ci, k).numpy(), atol=1e-5)
+
+
 @pytest.mark.parametrize("use_mask,maps_per_pass", [(False, None), (True, 2)])
 def test_windowed_passes_draw_what_the_whole_plane_passes_draw(use_mask, maps_per_pass, monkeypatch):
     """Blocks of layers 1 and 2 and the top units of a four-layer model (partial edge
