@@ -213,7 +213,12 @@ def test_two_layer_unit_images_by_frames_equal_one_pass_down_per_unit():
     mask = tf.constant((rng.random(x.shape) > 0.3).astype(np.float32))
     st = G.init_state(x, model, ds, [1, 2], mask=mask)
     st = G.resample_z(st, x, model, 0, tf.constant([3, 4]), mask)
-    assert 0 < np.mean(st.z[0].numpy() < model.geoms[0].p ** 2) < 1  # blocks on and off
+    z0 = st.z[0].numpy()
+    assert 0 < np.mean(z0 < model.geoms[0].p ** 2) < 1  # blocks on and off
+    # an edge block at an offset outside S[0]: it must place nothing
+    z0[:, :, -1, :] = model.geoms[0].p - 1
+    assert not model.position_valid(0)[0, -1, model.geoms[0].p - 1]
+    st = st._replace(z=(tf.constant(z0),) + tuple(st.z[1:]))
     fast = G.top_unit_images(st, model, mask, fast=True)
     slow = G.top_unit_images(st, model, mask, fast=False)
     col = model.colourings[-1]

@@ -267,10 +267,7 @@ def _top_images_two_layer(state: DeepState, model: DeepModel, mask):
     frames = tf.reshape(frames, [p2, nd_h, p, nd_w, p, c0, g0.k])
     frames = tf.reshape(tf.transpose(frames, [0, 1, 3, 2, 4, 5, 6]),
                         [p2, nd_h * nd_w * cell, g0.k])
-    # offsets of the edge blocks that fall outside S[0] place nothing
-    valid = np.array([[[float(vi * p + m // p < g0.hs and vj * p + m % p < g0.ws)
-                        for m in range(p2)] for vj in range(g0.nbw)] for vi in range(g0.nbh)],
-                     np.float32)
+    valid = model.position_valid(0).astype(np.float32)  # edge offsets outside S[0] place nothing
     x_cols = []  # X[v, k0, (ci, k)]: D[1]_k placed at colour ci's units, in the X[1] grid
     for ai, bi in col.colours():
         units = np.argwhere(col.member_mask(ai, bi))
