@@ -196,25 +196,32 @@ def scaling():
     layers = [{"dict_size": 5, "n_dict": 3, "pool": 2}, {"dict_size": 3, "n_dict": 4, "pool": 1}]
     return benchmark.benchmark_scaling((12, 12, 1), layers, 10, batch_sizes=[2, 4],
                                        side_factors=[1.0, 2.0, 0.5], side_batch_size=2,
-                                       sweeps=1, steps=1, seed=0, fc_units=8)
+                                       k_factors=[1.0, 2.0], sweeps=1, steps=1, seed=0,
+                                       fc_units=8)
 
 
 def test_benchmark_scaling_rows(scaling):
     df = pd.DataFrame(scaling)
     assert tuple(df.columns) == benchmark.SCALING_COLUMNS
-    # 2 kernels x (2 batch sizes + 3 side factors)
-    assert len(df) == 10
+    # 2 kernels x (2 batch sizes + 3 side factors + 2 K factors)
+    assert len(df) == 14
     assert sorted(df["image_side"].unique()) == [6, 12, 24]
+    k_rows = df[df["sweep"] == "n_dict"]
+    assert sorted(k_rows["n_dict"].unique()) == [3, 6]
+    pre = df[(df["benchmark"] == "pretrain_sweep") & (df["note"] == "")]
+    assert (pre["ratio_to_floor"] > 0).all()
+    assert df[df["benchmark"] == "cnn_train_step"]["ratio_to_floor"].isna().all()
     ok = df[df["note"] == ""]
     assert (ok["images_per_s"] > 0).all() and ok[["seconds", "peak_rss_mb"]].notna().all().all()
     # 6x6 images: the CNN's 5x5 conv -> 2x2, pooled 1x1, then a 3x3 conv does not fit
     skipped = df[df["note"].str.startswith("skipped")]
     assert list(skipped["benchmark"]) == ["cnn_train_step"]
     assert skipped["images_per_s"].isna().all() and "does not fit" in skipped["note"].iloc[0]
-    # the point both series share (batch 2, side 12) is measured once
+    # the point all three series share (batch 2, side 12, K 3) is measured once
     for kind in ("pretrain_sweep", "cnn_train_step"):
-        shared = df[(df["benchmark"] == kind) & (df["batch_size"] == 2) & (df["image_side"] == 12)]
-        assert len(shared) == 2 and shared["seconds"].nunique() == 1
+        shared = df[(df["benchmark"] == kind) & (df["batch_size"] == 2) & (df["image_side"] == 12)
+                    & (df["n_dict"] == 3)]
+        assert len(shared) == 3 and shared["seconds"].nunique() == 1
 
 
 def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):

@@ -279,13 +279,9 @@ def _match_cosine(d_true, d_est):
     return float(np.mean(out))
 
 
-@pytest.mark.slow
-def test_recovers_known_dictionary():
+def recovery_data():
     """500 images drawn from the pretraining model with 4 random 5x5 atoms (5% of the
-    blocks on per map, noise sd 0.05): the collected dictionary matches the truth with
-    mean cosine >= 0.9, and the fit reaches the noise level."""
-    from dgdm_tf.chain import run_pretrain_layer
-
+    blocks on per map, noise sd 0.05): (X, the atoms, the noise's relative norm)."""
     rng = np.random.default_rng(7)
     k, d_side, p, side, n = 4, 5, 2, 16, 500
     d_true = rng.normal(size=(d_side, d_side, 1, k)).astype(np.float32)
@@ -303,11 +299,20 @@ def test_recovers_known_dictionary():
                         s[i, r, c, kk] = rng.normal() * 0.5
     clean = full_conv(s, d_true).numpy()
     x = (clean + 0.05 * rng.normal(size=clean.shape)).astype(np.float32)
-    out = run_pretrain_layer(x, dict_size=d_side, n_dict=k, pool=p, seed=3, burn_in=60,
+    return x, d_true, 0.05 * np.sqrt(x.size) / np.linalg.norm(x)
+
+
+@pytest.mark.slow
+def test_recovers_known_dictionary():
+    """:func:`recovery_data`: the collected dictionary matches the truth with mean
+    cosine >= 0.9, and the fit reaches the noise level."""
+    from dgdm_tf.chain import run_pretrain_layer
+
+    x, d_true, noise_rel = recovery_data()
+    out = run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,
                              collect=10, dict_init="prior", progress=None)
     cos = _match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
     assert cos >= 0.9, cos
-    noise_rel = 0.05 * np.sqrt(x.size) / np.linalg.norm(x)
     assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)
 
 

@@ -13,9 +13,12 @@ the CNN needs to match a dgdm run's test error (:func:`time_to_accuracy`).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
+import subprocess
+import sys
 import time
 
 from pathlib import Path
@@ -55,6 +58,21 @@ def machine_info() -> dict:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_module_isolated(module: str, spec: dict, timeout: float) -> dict:
+    """``python -m <module> '<json spec>'`` in a fresh process (so its peak RSS is its
+    own); its last JSON line, or {'name', 'error'} where it failed (memory, time)."""
+    try:
+        r = subprocess.run([sys.executable, "-m", module, json.dumps(spec)],
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"name": spec["name"], "error": f"over {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not lines:
+        tail = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        return {"name": spec["name"], "error": tail[0][:300]}
+    return json.loads(lines[-1])
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -191,8 +209,8 @@ def benchmark_cnn(image_shape: tuple[int, ...], layers: list[dict], n_classes: i
 # -------------------------------------------------------- how cost grows with work
 #: columns of :func:`benchmark_scaling`'s rows
 SCALING_COLUMNS = ("benchmark", "sweep", "batch_size", "image_side", "input_shape",
-                   "seconds", "images_per_s", "megapixels_per_s", "rss_before_mb",
-                   "peak_rss_mb", "note")
+                   "n_dict", "seconds", "images_per_s", "megapixels_per_s",
+                   "ratio_to_floor", "rss_before_mb", "peak_rss_mb", "note")
 
 
 def scaled_shape(image_shape: tuple[int, ...], factor: float) -> tuple[int, ...]:
@@ -204,41 +222,50 @@ def scaled_shape(image_shape: tuple[int, ...], factor: float) -> tuple[int, ...]
 def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_classes: int,
                       *, batch_sizes: list[int], side_factors: list[float],
                       side_batch_size: int, sweeps: int, steps: int, seed: int,
-                      hyper: dict | None = None, fc_units: int = 1024,
-                      dropout: float = 0.5, learning_rate: float = 1e-3) -> list[dict]:
+                      k_factors: list[float] = (), hyper: dict | None = None,
+                      fc_units: int = 1024, dropout: float = 0.5,
+                      learning_rate: float = 1e-3) -> list[dict]:
     """Throughput as the work grows, for two kernels: one pretraining sweep of the bottom
     layer (``layers[0]``, graph mode, :func:`benchmark_pretrain_layers`) and one CNN
     training step (:func:`benchmark_cnn`'s model, all ``layers``).
 
-    Two series each: ``sweep == "batch_size"`` (every batch size at ``image_shape``) and
-    ``sweep == "image_side"`` (H and W times each factor, at ``side_batch_size``); the
-    point the two series share is measured once. Rows have the keys
+    Three series each: ``sweep == "batch_size"`` (every batch size at ``image_shape``),
+    ``sweep == "image_side"`` (H and W times each factor, at ``side_batch_size``) and
+    ``sweep == "n_dict"`` (every layer's K times each of ``k_factors``, at
+    ``side_batch_size``); a point two series share is measured once. The pretraining
+    rows also give the sweep's ratio to its floor (one generative + adjoint pass at the
+    same K). Rows have the keys
     :data:`SCALING_COLUMNS`; a shape the CNN's layers do not fit (a filter larger than
     its input) gets NaN figures and says so in ``note`` instead of failing.
     """
     image_shape = tuple(int(s) for s in image_shape)
-    points = [("batch_size", int(b), 1.0) for b in batch_sizes]
-    points += [("image_side", int(side_batch_size), float(f)) for f in side_factors]
+    points = [("batch_size", int(b), 1.0, 1.0) for b in batch_sizes]
+    points += [("image_side", int(side_batch_size), float(f), 1.0) for f in side_factors]
+    points += [("n_dict", int(side_batch_size), 1.0, float(f)) for f in k_factors]
     rng = np.random.default_rng(seed)
     cache: dict[tuple, dict] = {}
     rows = []
     for kind in ("pretrain_sweep", "cnn_train_step"):
-        for series, b, factor in points:
+        for series, b, factor, k_factor in points:
             shape = scaled_shape(image_shape, factor)
-            key = (kind, b, shape)
+            lays = [{**lay, "n_dict": max(1, int(round(lay["n_dict"] * k_factor)))}
+                    for lay in layers]
+            key = (kind, b, shape, lays[0]["n_dict"])
             if key not in cache:
-                cache[key] = _scaling_point(kind, shape, b, layers, n_classes, rng,
+                cache[key] = _scaling_point(kind, shape, b, lays, n_classes, rng,
                                             sweeps=sweeps, steps=steps, seed=seed,
                                             hyper=hyper, fc_units=fc_units,
                                             dropout=dropout, learning_rate=learning_rate)
-            sec, before, peak, note = (cache[key][k] for k in ("seconds", "rss_before_mb",
-                                                                "peak_rss_mb", "note"))
+            pt = cache[key]
+            sec = pt["seconds"]
             rows.append({"benchmark": kind, "sweep": series, "batch_size": b,
                          "image_side": shape[0],
                          "input_shape": "x".join(str(s) for s in shape),
-                         "seconds": sec, "images_per_s": b / sec,
+                         "n_dict": lays[0]["n_dict"], "seconds": sec, "images_per_s": b / sec,
                          "megapixels_per_s": b * shape[0] * shape[1] / sec / 1e6,
-                         "rss_before_mb": before, "peak_rss_mb": peak, "note": note})
+                         "ratio_to_floor": pt.get("ratio_to_floor", float("nan")),
+                         "rss_before_mb": pt["rss_before_mb"], "peak_rss_mb": pt["peak_rss_mb"],
+                         "note": pt["note"]})
     return rows
 
 
@@ -256,7 +283,7 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
         r = benchmark_pretrain_layers(shape, [dict(layers[0])], batch_size=b, sweeps=sweeps,
                                       seed=seed, hyper=hyper)[0]
         return {"seconds": r["sweep_seconds"], "rss_before_mb": before,
-                "peak_rss_mb": r["peak_rss_mb"],
+                "peak_rss_mb": r["peak_rss_mb"], "ratio_to_floor": r["ratio_to_floor"],
                 "note": "" if per_row else "peak RSS of the process so far"}
     tf.keras.utils.set_random_seed(int(seed))
     model = build_cnn(shape, layers, n_classes, fc_units=fc_units, dropout=dropout,
@@ -376,7 +403,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
                          time_to_acc: list[dict], cnn_runs: list[dict],
                          jobs: pd.DataFrame, scaling_png: str,
                          refine: pd.DataFrame | None = None,
-                         mcem: pd.DataFrame | None = None) -> str:
+                         mcem: pd.DataFrame | None = None,
+                         stream: pd.DataFrame | None = None) -> str:
     """``results/benchmarks.md``. ``time_to_acc``: :func:`time_to_accuracy` rows with a
     ``dataset`` key (or a ``dataset`` + ``missing`` note where a run is missing);
     ``cnn_runs``: the CNN runs' metrics.json (their measured throughput)."""
@@ -458,13 +486,31 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             md_table(mcem),
             "",
         ]
+    if stream is not None and len(stream):
+        md += [
+            "## Pretraining in batches: memory against the data set's size",
+            "",
+            "Layer 1 pretrained with `pretrain.batch_size` (`dgdm_tf.chain_stream`: one "
+            "batch's state in memory, the rest on disk, D drawn from statistics summed over "
+            "the batches) on random images of the dataset's shape, each size in its own "
+            "process (`dgdm_tf.stream_benchmark`): its start (the configured "
+            "`pretrain.start`), then `stream_sweeps` sweeps. `peak_rss_mb`: the process's "
+            "peak; `state_on_disk_mb`: both buffers of the per-image state; "
+            "`in_memory_state_mb`: what the unbatched chain holds between sweeps at that "
+            "size (its transients come on top); `ratio_to_floor`: a sweep against one "
+            "generative + adjoint pass over the same images.",
+            "",
+            md_table(stream),
+            "",
+        ]
     md += [
         "## How cost grows with work",
         "",
-        "Throughput as the batch grows (at the dataset's image size) and as the image side "
-        "grows (at one batch size), for one pretraining sweep of the bottom layer (graph "
-        "mode) and one CNN training step, with the resident memory before and at the peak "
-        "of each point. `results/benchmarks_scaling.csv` has these rows.",
+        "Throughput as the batch grows (at the dataset's image size), as the image side "
+        "grows and as every layer's K grows (at one batch size), for one pretraining sweep "
+        "of the bottom layer (graph mode; with its ratio to the floor at the same shape) "
+        "and one CNN training step, with the resident memory before and at the peak of "
+        "each point. `results/benchmarks_scaling.csv` has these rows.",
         "",
         f"![throughput vs batch size and image side]({scaling_png})",
         "",

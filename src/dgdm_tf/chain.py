@@ -80,6 +80,19 @@ def write_trace(path: str | os.PathLike, rows: list[dict]) -> None:
     atomic_io.write_text(path, "\n".join(lines) + "\n")
 
 
+def report_sweep(say, rows: list[dict], trace_path, total: int, sec_per_sweep: float,
+                 extra: str = "") -> None:
+    """The progress line of the sweep in ``rows[-1]`` (with an ETA at ``sec_per_sweep``)
+    and the trace TSV rewritten."""
+    row = rows[-1]
+    say(f"sweep {row['sweep']}/{total} ({row['phase']}) K={row['n_dict']}{extra} "
+        f"rel.resid={row['rel_residual']:.4f} active={row['active_frac']:.3f} "
+        f"gamma_e={row['gamma_e_mean']:.4g} {row['seconds']:.2f} s/sweep, "
+        f"ETA {(total - row['sweep']) * sec_per_sweep:.0f} s")
+    if trace_path:
+        write_trace(trace_path, rows)
+
+
 def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
     """Drop dictionary elements not in ``keep``; their contribution returns to the residual."""
     g = model.geom
@@ -98,6 +111,19 @@ def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
     return state, new_model
 
 
+def maps_to_keep(used: np.ndarray, prune_min_usage: float, say) -> np.ndarray | None:
+    """The maps pruning keeps at the end of burn-in: those on in at least
+    ``prune_min_usage`` of the blocks (at least the most used one); ``None`` keeps all."""
+    keep = np.flatnonzero(used >= prune_min_usage)
+    if keep.size == 0:
+        keep = np.array([int(np.argmax(used))])
+    if keep.size == len(used):
+        return None
+    say(f"pruning: keeping {keep.size} of {len(used)} dictionary elements "
+        f"(usage >= {prune_min_usage})")
+    return keep
+
+
 def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
     """Fraction of each map's blocks that are on, averaged over images."""
     g = model.geom
@@ -113,7 +139,8 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                        jit_compile: bool = False, stop_after: int | None = None,
                        dict_init: str = "patches", anneal_sweeps: int = 0,
                        anneal_ratio: float = 1.0, anneal_start: float = 1.0,
-                       scan: str = "random", start: RidgeStart | None = RidgeStart()) -> dict:
+                       scan: str = "random", start: RidgeStart | None = RidgeStart(),
+                       batch_size: int | None = None) -> dict:
     """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
@@ -126,7 +153,10 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     order (``pretrain.LayerModel``); ``start`` the local state's start given the initial
     D (:mod:`dgdm_tf.ridge_start`; ``None``: every block off).
     ``stop_after`` ends the run early after that many sweeps in total (used to test
-    resumption); the result is then ``None``.
+    resumption); the result is then ``None``. ``batch_size`` sweeps the images in
+    batches of that many with the per-image state on disk under ``checkpoint_dir``
+    (:mod:`dgdm_tf.chain_stream`: memory bounded by the batch, a checkpoint every sweep,
+    ``checkpoint_every`` unused); ``None`` holds every image's state in memory.
 
     Returns {'D', 'kept', 'usage', 'x_next', 'gamma_e', 'gamma_w', 'sweeps', 'seconds'}.
     """
@@ -142,6 +172,8 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     if prune_min_usage > 0 and burn_in == 0:
         raise ValueError("pruning happens at the end of burn-in: with prune_min_usage > 0 "
                          "set burn_in >= 1 (or prune_min_usage: 0)")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
     say = progress or (lambda _m: None)
     hyp = Hyper.from_dict(hyper)
     n, h, w, c = x.shape
@@ -156,8 +188,19 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                       # absent while they are the sampler's old defaults, so checkpoints of
                       # earlier runs of those settings still resume
                       **({"scan": scan} if scan != "fixed" else {}),
-                      **({"start": dataclasses.asdict(start)} if start is not None else {}))
+                      **({"start": dataclasses.asdict(start)} if start is not None else {}),
+                      **({"batch_size": batch_size} if batch_size is not None else {}))
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
+    if batch_size is not None:
+        from dgdm_tf.chain_stream import run_streamed_layer  # it imports this module
+
+        return run_streamed_layer(
+            x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
+            collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
+            state_dir=ckdir / "stream" if ckdir else None, trace_path=trace_path, say=say,
+            jit_compile=jit_compile, stop_after=stop_after, dict_init=dict_init,
+            anneal_sweeps=anneal_sweeps, anneal_ratio=anneal_ratio, anneal_start=anneal_start,
+            start=start)
     x_tf = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
 
@@ -213,27 +256,17 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
         used = usage(state, model)
         row = _trace_row(t + 1, phase, state, model, x_norm, sec, used)
         rows.append(row)
-        if t + 1 == burn_in:
-            keep_local = np.flatnonzero(used >= prune_min_usage)
-            if keep_local.size == 0:
-                keep_local = np.array([int(np.argmax(used))])
-            if keep_local.size < model.geom.k:
-                say(f"pruning: keeping {keep_local.size} of {model.geom.k} dictionary elements "
-                    f"(usage >= {prune_min_usage})")
-                state, model = prune_state(state, model, keep_local)
-                kept = np.asarray(kept)[keep_local]
-                sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
+        keep_local = maps_to_keep(used, prune_min_usage, say) if t + 1 == burn_in else None
+        if keep_local is not None:
+            state, model = prune_state(state, model, keep_local)
+            kept = np.asarray(kept)[keep_local]
+            sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
         if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
             sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
                       "usage": used, "gamma_e": np.asarray(state.gamma_e),
                       "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
             acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
-        eta = (total - t - 1) * (time.time() - t_start) / max(t + 1 - done, 1)
-        say(f"sweep {t + 1}/{total} ({phase}) K={model.geom.k} "
-            f"rel.resid={row['rel_residual']:.4f} active={row['active_frac']:.3f} "
-            f"gamma_e={row['gamma_e_mean']:.4g} {sec:.2f} s/sweep, ETA {eta:.0f} s")
-        if trace_path:
-            write_trace(trace_path, rows)
+        report_sweep(say, rows, trace_path, total, (time.time() - t_start) / (t + 1 - done))
         if (t + 1) % checkpoint_every == 0 or t + 1 == total:
             save(t + 1)
         if stop_after is not None and t + 1 >= stop_after and t + 1 < total:

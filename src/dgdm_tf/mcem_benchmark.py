@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 import time
 
@@ -147,16 +146,8 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
 def run_isolated(spec: dict, timeout: float = 3600) -> dict:
     """:func:`measure` in a fresh Python process (its own peak RSS); a failure (memory,
     time) is returned as {'name', 'error'}."""
-    try:
-        r = subprocess.run([sys.executable, "-m", "dgdm_tf.mcem_benchmark", json.dumps(spec)],
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"name": spec["name"], "error": f"over {timeout:.0f} s"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if r.returncode != 0 or not lines:
-        tail = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
-        return {"name": spec["name"], "error": tail[0][:300]}
-    return json.loads(lines[-1])
+    from dgdm_tf.benchmark import run_module_isolated
+    return run_module_isolated("dgdm_tf.mcem_benchmark", spec, timeout)
 
 
 if __name__ == "__main__":

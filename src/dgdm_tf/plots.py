@@ -168,8 +168,9 @@ def plot_error_vs_time(runs: dict, path: str | os.PathLike, title: str, *,
 
 def plot_scaling(rows, path: str | os.PathLike, *,
                  machine: dict | str | None = None) -> None:
-    """Throughput (images/s) against batch size and against image side, one line per
-    benchmark (``dgdm_tf.benchmark.benchmark_scaling`` rows); log-log axes."""
+    """Throughput (images/s) against batch size, image side and (where measured) the
+    layers' K, one line per benchmark (``dgdm_tf.benchmark.benchmark_scaling`` rows);
+    log-log axes."""
     df = pd.DataFrame(rows)
     names = {"pretrain_sweep": "pretraining sweep, bottom layer",
              "cnn_train_step": "CNN training step"}
@@ -177,9 +178,11 @@ def plot_scaling(rows, path: str | os.PathLike, *,
         df = df.dropna(subset=["images_per_s"]).assign(
             kernel=lambda d: d["benchmark"].map(lambda b: names.get(b, b)))
     sns.set_theme(style="whitegrid", font_scale=0.8)
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6))
-    for ax, (series, xlab) in zip(axes, (("batch_size", "batch size (images)"),
-                                         ("image_side", "image side (pixels)"))):
+    panels = [("batch_size", "batch size (images)"), ("image_side", "image side (pixels)")]
+    if len(df) and (df["sweep"] == "n_dict").any():
+        panels.append(("n_dict", "maps K of layer 1 (others alike)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6))
+    for ax, (series, xlab) in zip(axes, panels):
         part = df[df["sweep"] == series] if len(df) else df
         if len(part):
             sns.lineplot(data=part, x=series, y="images_per_s", hue="kernel", marker="o",
@@ -194,14 +197,14 @@ def plot_scaling(rows, path: str | os.PathLike, *,
             ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(10, subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            if series == "image_side":
+            if series in ("image_side", "n_dict"):
                 b = int(part["batch_size"].iloc[0])
                 xlab += f", batch {b}"
         else:
             ax.text(0.5, 0.5, "no rows", ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel(xlab)
         ax.set_ylabel("images / s")
-    fig.suptitle("How cost grows with work: throughput vs batch size and image side",
+    fig.suptitle("How cost grows with work: throughput vs batch size, image side and K",
                  fontsize=9)
     fig.tight_layout()
     _caption(fig, [_machine_text(machine)])

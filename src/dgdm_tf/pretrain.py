@@ -201,34 +201,53 @@ def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
       prior puts almost all of its mass near 0 or infinity), or ``gamma_e_init`` when
       given (feature inference starts there from the pretrained noise level).
     """
+    seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+    s_next = tf.unstack(tf.random.experimental.stateless_split(seed, 4))[3]
+    x = tf.convert_to_tensor(x, tf.float32)
+    d = initial_dictionary(x, model, seed, dict_init)
+    s, z, log_theta, gamma_e = initial_locals(x, model, init_off, gamma_e_init)
+    return PretrainState(s=s, z=z, d=d, log_theta=log_theta, gamma_w=tf.constant(1.0),
+                         gamma_e=gamma_e, resid=pad_input(x, model.geom), seed=s_next)
+
+
+def initial_dictionary(x, model: LayerModel, seed, dict_init: str = "patches") -> tf.Tensor:
+    """D of :func:`init_state` (dh, dw, C, K); reads only the 4K windows it picks from X."""
     g = model.geom
     seed = tf.convert_to_tensor(seed, dtype=tf.int32)
-    s_d, s_i, s_j, s_next = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+    s_d, s_i, s_j, _ = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
     x = tf.convert_to_tensor(x, tf.float32)
     n = x.shape[0]
     scale = math.sqrt(g.dh * g.dw * g.c / model.hyper.dict_prior_precision)
     if dict_init == "prior":
-        d = tf.random.stateless_normal([g.dh, g.dw, g.c, g.k], s_d) * (scale / math.sqrt(g.dh * g.dw * g.c))
-    elif dict_init == "patches":
-        # 4K random windows, keep the K with the most energy (an empty background window
-        # has no direction), each scaled to the prior's expected norm.
-        m = 4 * g.k
-        img = tf.random.stateless_uniform([m], s_d, 0, n, dtype=tf.int32)
-        ii = tf.random.stateless_uniform([m], s_i, 0, g.hx - g.dh + 1, dtype=tf.int32)
-        jj = tf.random.stateless_uniform([m], s_j, 0, g.wx - g.dw + 1, dtype=tf.int32)
-        rows = tf.gather(x, img)  # m, hx, wx, C
-        patches = tf.gather(rows, ii[:, None] + tf.range(g.dh)[None], axis=1, batch_dims=1)
-        patches = tf.gather(patches, jj[:, None] + tf.range(g.dw)[None], axis=2, batch_dims=1)
-        norm = tf.sqrt(tf.reduce_sum(tf.square(patches), axis=[1, 2, 3]))
-        top = tf.math.top_k(norm, k=g.k).indices
-        patches, norm = tf.gather(patches, top), tf.gather(norm, top)
-        noise = tf.random.stateless_normal(tf.shape(patches), s_i)
-        noise = noise / tf.sqrt(tf.reduce_sum(tf.square(noise), axis=[1, 2, 3], keepdims=True))
-        unit = tf.where(norm[:, None, None, None] > 1e-6,
-                        patches / tf.maximum(norm, 1e-12)[:, None, None, None], noise)
-        d = tf.transpose(unit * scale, [1, 2, 3, 0])
-    else:
+        return tf.random.stateless_normal([g.dh, g.dw, g.c, g.k], s_d) * (
+            scale / math.sqrt(g.dh * g.dw * g.c))
+    if dict_init != "patches":
         raise ValueError(f"dict_init must be 'patches' or 'prior', got {dict_init!r}")
+    # 4K random windows, keep the K with the most energy (an empty background window
+    # has no direction), each scaled to the prior's expected norm.
+    m = 4 * g.k
+    img = tf.random.stateless_uniform([m], s_d, 0, n, dtype=tf.int32)
+    ii = tf.random.stateless_uniform([m], s_i, 0, g.hx - g.dh + 1, dtype=tf.int32)
+    jj = tf.random.stateless_uniform([m], s_j, 0, g.wx - g.dw + 1, dtype=tf.int32)
+    rows = tf.gather(x, img)  # m, hx, wx, C
+    patches = tf.gather(rows, ii[:, None] + tf.range(g.dh)[None], axis=1, batch_dims=1)
+    patches = tf.gather(patches, jj[:, None] + tf.range(g.dw)[None], axis=2, batch_dims=1)
+    norm = tf.sqrt(tf.reduce_sum(tf.square(patches), axis=[1, 2, 3]))
+    top = tf.math.top_k(norm, k=g.k).indices
+    patches, norm = tf.gather(patches, top), tf.gather(norm, top)
+    noise = tf.random.stateless_normal(tf.shape(patches), s_i)
+    noise = noise / tf.sqrt(tf.reduce_sum(tf.square(noise), axis=[1, 2, 3], keepdims=True))
+    unit = tf.where(norm[:, None, None, None] > 1e-6,
+                    patches / tf.maximum(norm, 1e-12)[:, None, None, None], noise)
+    return tf.transpose(unit * scale, [1, 2, 3, 0])
+
+
+def initial_locals(x, model: LayerModel, init_off: float = 0.9,
+                   gamma_e_init: float | None = None):
+    """(s, z, log_theta, gamma_e) of :func:`init_state` for the images X."""
+    g = model.geom
+    x = tf.convert_to_tensor(x, tf.float32)
+    n = x.shape[0]
     s = tf.zeros([g.gh, g.gw, g.k, n, g.nch, g.ncw, g.p * g.p], tf.float32)
     z = tf.fill([g.gh, g.gw, g.k, n, g.nch, g.ncw], g.off)
     n_on = g.n_states - 1
@@ -239,9 +258,7 @@ def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
     gamma_e = 1.0 / tf.maximum(var, 1e-6)
     if gamma_e_init is not None:
         gamma_e = tf.fill([n], tf.constant(gamma_e_init, tf.float32))
-    return PretrainState(s=s, z=tf.cast(z, tf.int32), d=d, log_theta=log_theta,
-                         gamma_w=tf.constant(1.0), gamma_e=gamma_e,
-                         resid=pad_input(x, g), seed=s_next)
+    return s, tf.cast(z, tf.int32), log_theta, gamma_e
 
 
 # ---------------------------------------------------------------------------------------

@@ -117,6 +117,32 @@ rule benchmark_mcem:
         "../scripts/benchmark_mcem.py"
 
 
+rule benchmark_stream:
+    """Batched pretraining's peak memory and speed against the data set's size
+    (benchmark.stream_images), each size in its own process (dgdm_tf.stream_benchmark)."""
+    input:
+        prepared=lambda wc: f"results/{benchmark_dataset()}/data/prepared.npz",
+    output:
+        "results/benchmarks/stream.csv",
+    params:
+        dataset=benchmark_dataset(),
+        layer=lambda wc: ds_cfg(benchmark_dataset())["model"]["layers"][0],
+        start=lambda wc: ds_cfg(benchmark_dataset())["pretrain"]["start"],
+        benchmark=config["benchmark"],
+        hyper=config["hyper"],
+        seed=config["seed"],
+        workdir="results/benchmarks/stream_state",
+    log:
+        "results/logs/benchmark_stream/benchmark_stream.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_stream/benchmark_stream.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_stream"),
+    script:
+        "../scripts/benchmark_stream.py"
+
+
 rule benchmarks:
     """Collects results/benchmarks/rules/**/*.tsv of the jobs that have run; it needs
     tables.md so that the whole workflow has run before it looks (and the metrics of
@@ -129,6 +155,7 @@ rule benchmarks:
         machine="results/benchmarks/machine.json",
         tables="results/tables.md",
         mcem=["results/benchmarks/mcem.csv"] if config["benchmark"]["mcem_shapes"] else [],
+        stream=["results/benchmarks/stream.csv"] if config["benchmark"]["stream_images"] else [],
     output:
         md=report(
             "results/benchmarks.md",

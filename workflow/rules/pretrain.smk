@@ -5,6 +5,8 @@
 # Snakemake does not delete it when it reruns an incomplete job
 # (`snakemake --rerun-incomplete`): the rerun resumes from the newest checkpoint. It is
 # removed after layer{l}.npz has been written, unless `pretrain.keep_checkpoints: true`.
+# With `pretrain.batch_size` set, the chain's per-image state lives in that folder's
+# stream/ (one batch in memory at a time) and is checkpointed after every sweep.
 
 
 rule pretrain_layer:

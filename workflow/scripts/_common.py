@@ -152,3 +152,33 @@ def write_resolved_config(path, config_files, method: str, run_cfg: dict) -> Non
     resolved = {"config_files": list(config_files), "method": method, **run_cfg}
     atomic_io.write_text(path, "# resolved config of this run (defaults filled in)\n"
                          + yaml.safe_dump(resolved, sort_keys=False))
+
+
+def prepared_image_shape(prepared_npz) -> tuple[int, int, int]:
+    """(H, W, C) of a prepared.npz's x_train, read from the npy header without loading
+    the array."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(prepared_npz) as zf, zf.open("x_train.npy") as fh:
+        version = np.lib.format.read_magic(fh)
+        header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                  else np.lib.format.read_array_header_2_0)
+        return tuple(int(s) for s in header(fh)[0][1:])
+
+
+def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
+    """One row per spec from ``run`` (a benchmark that runs each spec in its own
+    process), logged as it comes, then written to ``csv_path`` atomically."""
+    import pandas as pd
+
+    from dgdm_tf import atomic_io
+
+    rows = []
+    for spec in specs:
+        progress(f"{label} {spec['name']}: {spec}")
+        rows.append(run(spec))
+        progress(f"  {rows[-1]}")
+    with atomic_io.atomic_path(csv_path) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)

@@ -35,6 +35,7 @@ else:
         batch_sizes=[int(b) for b in bcfg["scaling_batch_sizes"]],
         side_factors=[float(f) for f in bcfg["scaling_side_factors"]],
         side_batch_size=int(bcfg["scaling_side_batch_size"]), sweeps=int(bcfg["sweeps"]),
+        k_factors=[float(f) for f in bcfg["scaling_k_factors"]],
         hyper=plain(snakemake.params.hyper), **common)
 for r in rows:
     progress(f"  {r}")

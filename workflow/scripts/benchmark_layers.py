@@ -2,33 +2,20 @@
 floor, at each configured batch size (dgdm_tf.benchmark), plus the machine's description."""
 
 import itertools
-import zipfile
 
-from _common import plain, progress, start
+from _common import plain, prepared_image_shape, progress, start
 
 start(snakemake, tensorflow=True)
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dgdm_tf import atomic_io, benchmark  # noqa: E402
 
 
-def image_shape(prepared_npz: str) -> tuple[int, int, int]:
-    """(H, W, C) of x_train, read from the npy header without loading the array."""
-    with zipfile.ZipFile(prepared_npz) as zf, zf.open("x_train.npy") as fh:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, _, _ = np.lib.format.read_array_header_1_0(fh)
-        else:
-            shape, _, _ = np.lib.format.read_array_header_2_0(fh)
-    return tuple(int(s) for s in shape[1:])
-
-
 bcfg = plain(snakemake.params.benchmark)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
-shape = image_shape(snakemake.input.prepared)
+shape = prepared_image_shape(snakemake.input.prepared)
 info = benchmark.machine_info()
 progress(f"machine: {info}")
 progress(f"benchmarking {snakemake.params.dataset} layers {layers} on images {shape}")

@@ -4,7 +4,8 @@ Layer 1 is fitted to a seeded subset (`pretrain.n_images`) of the training image
 l > 1 to layer l-1's pooled posterior-mean features `x_next`. The chain checkpoints into
 `params.checkpoint_dir` (not a Snakemake output, so it survives a kill and
 `--rerun-incomplete` resumes from it); it is removed once the layer's npz is written,
-unless `pretrain.keep_checkpoints` is true.
+unless `pretrain.keep_checkpoints` is true. With `pretrain.batch_size` the chain's
+per-image state lives there too (dgdm_tf.chain_stream), one batch in memory at a time.
 """
 
 import json
@@ -61,6 +62,7 @@ out = chain.run_pretrain_layer(
     anneal_start=float(pre["anneal_start"]),
     scan=str(pre["scan"]),
     start=RidgeStart.from_config(pre["start"]),
+    batch_size=None if pre["batch_size"] is None else int(pre["batch_size"]),
     progress=progress,
 )
 kept = np.asarray(out["kept"])

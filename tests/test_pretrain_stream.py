@@ -1,0 +1,160 @@
+"""The streamed pretraining sweep (image batches, D from summed statistics, state on
+disk): D's draw is resample_d's, the sweep keeps the joint (Geweke), recovers a known
+dictionary, and a killed run resumes bit for bit. Fixed seeds, stated tolerances."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dgdm_tf import chain, chain_stream
+from dgdm_tf import pretrain as P
+from dgdm_tf import pretrain_stream as S
+from dgdm_tf.layout import LayerGeometry
+from test_deep_gibbs import geweke_chains
+from test_pretrain import (GEWEKE_HYPER, _forward_data, _forward_params, _match_cosine,
+                           _stats, recovery_data)
+
+
+def _chain_state(n=6, seed=0):
+    geom = LayerGeometry(hx=12, wx=11, c=2, dh=3, dw=3, k=4, p=2)
+    model = P.LayerModel(geom, P.Hyper(), top=False, n_images=n)
+    x = np.random.default_rng(seed).normal(size=(n, 12, 11, 2)).astype(np.float32)
+    st = P.init_state(x, model, tf.constant([1, 2]))
+    fn = P.make_sweep_fn(model)
+    for _ in range(3):
+        st = fn(st, tf.constant(x))
+    return model, x, st
+
+
+def test_d_from_batch_statistics_is_resample_d():
+    """The same seed gives resample_d's draw, whether the statistics come from all six
+    images at once or summed over batches of 2, 3 and 1 (round-off only: 1e-5 of D's
+    scale)."""
+    model, x, st = _chain_state()
+    seed = tf.constant([5, 6])
+    ref = P.resample_d(st, tf.constant(x), model, seed).d.numpy()
+    total = S.StatsSum()
+    for sl in (slice(0, 2), slice(2, 5), slice(5, 6)):
+        f_corr, f_gram = S.d_statistics(st.s[:, :, :, sl], tf.constant(x[sl]), st.d,
+                                        st.gamma_e[sl], model)
+        zeros = tf.zeros([])
+        total.add(S.BatchStats(f_corr, f_gram, zeros, zeros, zeros, zeros, zeros, zeros))
+    got = S.draw_d(st.d, total.result().f_corr, total.result().f_gram, model, seed).numpy()
+    np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max())
+    other = S.draw_d(st.d, total.result().f_corr, total.result().f_gram, model,
+                     tf.constant([5, 7])).numpy()
+    assert np.abs(other - ref).max() > 1e-3  # the seed is what makes them agree
+
+
+def test_stored_blocks_rebuild_the_state_exactly():
+    """One int8 state and one weight per block hold everything s holds."""
+    model, _, st = _chain_state()
+    z8 = tf.cast(st.z, tf.int8)
+    back = S.dense_blocks(z8, S.compact_blocks(st.s), model)
+    np.testing.assert_array_equal(np.abs(back.numpy()), np.abs(st.s.numpy()))
+
+
+@pytest.mark.slow
+def test_geweke_streamed_sweep():
+    """Successive-conditional simulation through the streamed sweep keeps the joint
+    (|z| < 4: 300 chains of 20 sweeps), two images in two batches of one, the nine test
+    functions of the in-memory sweep's Geweke test (test_pretrain.py). Its power: with
+    D's statistics taken from the blocks before the (z, W) step instead of after (a
+    plausible slip of a streamed sweep) the data-reconstruction cross term gave z = 4.2;
+    errors inside D's draw are pinned by test_d_from_batch_statistics_is_resample_d."""
+    geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)
+    n = 2
+    model = P.LayerModel(geom, P.Hyper.from_dict(GEWEKE_HYPER), top=False, n_images=n)
+    rng = np.random.default_rng(2025)
+    batch_fn, global_fn = S.make_batch_step(model), S.make_global_step(model)
+
+    def locals_of(prm):
+        return [{"z": prm["z"][:, :, :, i:i + 1].astype(np.int8),
+                 "w": prm["s"][:, :, :, i:i + 1].sum(-1),
+                 "log_theta": prm["log_theta"][i:i + 1], "gamma_e": prm["gamma_e"][i:i + 1]}
+                for i in range(n)]
+
+    def start(c):
+        prm = _forward_params(rng, geom, model, n)
+        x = _forward_data(rng, geom, prm)
+        glob = S.StreamGlobals(d=tf.constant(prm["d"]), gamma_w=tf.constant(prm["gamma_w"]),
+                               seed=tf.constant([2025, c]))
+        return (glob, locals_of(prm), x), _stats(prm, x, geom, model)
+
+    def advance(carry):
+        glob, locs, x = carry
+        glob, locs, _, _ = S.streamed_sweep(glob, locs, [x[i:i + 1] for i in range(n)], model,
+                                            batch_fn, global_fn)
+        z = np.concatenate([loc["z"] for loc in locs], axis=3).astype(np.int32)
+        w = np.concatenate([loc["w"] for loc in locs], axis=3)
+        prm = {"z": z, "s": S.dense_blocks(z, w, model).numpy(), "d": glob.d.numpy(),
+               "gamma_w": glob.gamma_w.numpy(),
+               "log_theta": np.concatenate([loc["log_theta"] for loc in locs]),
+               "gamma_e": np.concatenate([loc["gamma_e"] for loc in locs])}
+        x = _forward_data(rng, geom, prm)
+        return (glob, locals_of(prm), x), _stats(prm, x, geom, model), 1.0
+
+    zscore, _ = geweke_chains(start, advance, chains=300, steps=20)
+    assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+@pytest.mark.slow
+def test_streamed_chain_recovers_known_dictionary(tmp_path):
+    """test_pretrain's recovery data (500 images, 4 known 5x5 atoms) in batches of 125:
+    the collected dictionary matches the truth with mean cosine >= 0.9 and the fit
+    reaches the noise level, as the in-memory chain does."""
+    x, d_true, noise_rel = recovery_data()
+    out = chain.run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,
+                                   collect=10, dict_init="prior", progress=None,
+                                   batch_size=125, checkpoint_dir=tmp_path)
+    cos = _match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
+    assert cos >= 0.9, cos
+    assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)
+    assert out["x_next"].shape[0] == len(x) and out["gamma_e"].shape == (len(x),)
+
+
+def _data(n=10, side=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, side, side, 1)).astype(np.float32) * (rng.random((n, side, side, 1)) < 0.3)
+
+
+ARGS = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2,
+            prune_min_usage=0.3, progress=None, batch_size=4)
+
+
+def test_killed_streamed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """A run stopped after 5 sweeps, and one killed in the middle of sweep 8 (a batch
+    half written), both resume to the uninterrupted run's outputs exactly; pruning at
+    the end of burn-in happens between them."""
+    x = _data()
+    full = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "a", **ARGS)
+    assert full["D"].shape[-1] < 4  # the pruning path ran
+    lines = []
+    assert chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", stop_after=5,
+                                    **{**ARGS, "progress": lines.append}) is None
+    writes = []
+    real_write = chain_stream.BatchStore.write
+
+    def dying_write(self, buffer, b, arrays):
+        writes.append(b)
+        if len(writes) == 8:  # sweeps 6 and 7 done, sweep 8's batch 0 written, then a kill
+            raise KeyboardInterrupt
+        real_write(self, buffer, b, arrays)
+
+    monkeypatch.setattr(chain_stream.BatchStore, "write", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
+                                 **{**ARGS, "progress": lines.append})
+    monkeypatch.setattr(chain_stream.BatchStore, "write", real_write)
+    resumed = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
+                                       **{**ARGS, "progress": lines.append})
+    assert any("resuming from the streamed state at sweep 5" in m for m in lines)
+    assert any("resuming from the streamed state at sweep 7" in m for m in lines)
+    for key in ("D", "x_next", "usage", "gamma_e", "gamma_w", "kept"):
+        np.testing.assert_array_equal(full[key], resumed[key], err_msg=key)
+    assert [r["sweep"] for r in resumed["trace"]] == list(range(1, 11))
+    # the state on disk: one file a batch in each buffer, the head beside them
+    stream = tmp_path / "b" / "stream"
+    assert sorted(p.name for p in (stream / "buffer0").iterdir()) == [
+        "batch00000.npz", "batch00001.npz", "batch00002.npz"]
+    assert (stream / "head.npz").exists()
