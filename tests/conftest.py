@@ -18,7 +18,8 @@ if str(SRC) not in sys.path:
 # about 4 minutes together, for last. Only the order changes, never what runs.
 HEAVIEST_FIRST = (
     "test_workflow.py", "test_deep_gibbs.py", "test_deep_svm.py", "test_workflow_datasets.py",
-    "test_workflow_scale.py", "test_deep_chain.py", "test_mcem_benchmark.py",
+    "test_workflow_scale.py", "test_deep_chain.py", "test_pretrain_stream.py",
+    "test_mcem_benchmark.py",
     "test_deep_smcem.py", "test_data.py",
 )
 

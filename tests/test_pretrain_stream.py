@@ -158,3 +158,19 @@ def test_killed_streamed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert sorted(p.name for p in (stream / "buffer0").iterdir()) == [
         "batch00000.npz", "batch00001.npz", "batch00002.npz"]
     assert (stream / "head.npz").exists()
+
+
+def test_streamed_run_with_xla_and_a_stale_state_folder(tmp_path):
+    """The (z, W) step compiled with XLA runs in the batched chain, and a state folder
+    left by a run with other settings (here more batches) is cleared, not mixed in."""
+    x = _data()
+    args = {**ARGS, "burn_in": 2, "collect": 1, "thin": 1, "prune_min_usage": 0.0}
+    chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, stop_after=1,
+                             **{**args, "batch_size": 2})
+    assert len(list((tmp_path / "stream" / "buffer0").iterdir())) == 5
+    lines = []
+    out = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, jit_compile=True,
+                                   **{**args, "progress": lines.append})
+    assert any("starting afresh" in m for m in lines)
+    assert len(list((tmp_path / "stream" / "buffer0").iterdir())) == 3
+    assert np.all(np.isfinite(out["x_next"])) and out["D"].shape == (3, 3, 1, 4)

@@ -462,16 +462,22 @@ def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_pat
 
 # ------------------------------------------------- kill and resume pretraining
 @pytest.mark.slow
-def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
+@pytest.mark.parametrize("batch_size,ckpt_name,resumed", [
+    (None, "checkpoint.npz", "resuming from checkpoint"),
+    (50, "stream/head.npz", "resuming from the streamed state")])
+def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_size, ckpt_name,
+                                                             resumed):
     """Kill the snakemake job (SIGKILL, whole process group) once the chain has written a
     checkpoint, rerun with --rerun-incomplete: the layer ends with the dictionaries of an
-    uninterrupted run with the same seed."""
+    uninterrupted run with the same seed. Both chains: every image in memory, and two
+    batches with the state on disk (killed wherever the sweep then is)."""
     import signal
 
     repo = copy_repo(tmp_path / "repo")
-    cfg = smoke_config(tmp_path, n_images=100, burn_in=12, collect=4, checkpoint_every=2)
+    cfg = smoke_config(tmp_path, n_images=100, burn_in=12, collect=4, checkpoint_every=2,
+                       batch_size=batch_size)
     target = "results/mnist_smoke/pretrain/layer1.npz"
-    ckpt = repo / "results/mnist_smoke/pretrain/layer1_ckpt/checkpoint.npz"
+    ckpt = repo / "results/mnist_smoke/pretrain/layer1_ckpt" / ckpt_name
 
     r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -509,7 +515,7 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
                   timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = (repo / "results/logs/pretrain_layer/mnist_smoke/layer1.log").read_text()
-    assert "resuming from checkpoint" in log
+    assert resumed in log
     with np.load(repo / target) as z:
         for k, v in want.items():
             np.testing.assert_array_equal(z[k], v, err_msg=k)

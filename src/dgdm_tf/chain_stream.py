@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -109,6 +110,8 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
                 say(f"streamed state in {state_dir} is from different inputs or settings; "
                     "starting afresh")
     if head is None:
+        for old in Path(state_dir).glob("buffer*"):  # another run's batches
+            shutil.rmtree(old, ignore_errors=True)
         head = _start(x, model, bounds, store, seed, dict_init, start, fingerprint, say)
         atomic_io.save_npz(head_path, compressed=False, **head)
     k_now = int(head["d"].shape[-1])
