@@ -62,10 +62,15 @@ def peak_rss_mb() -> float:
 
 def run_module_isolated(module: str, spec: dict, timeout: float) -> dict:
     """``python -m <module> '<json spec>'`` in a fresh process (so its peak RSS is its
-    own); its last JSON line, or {'name', 'error'} where it failed (memory, time)."""
+    own) of this package; its last JSON line, or {'name', 'error'} where it failed
+    (memory, time)."""
+    # the child imports the package this process runs, not whichever one is installed
+    src = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [src] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     try:
         r = subprocess.run([sys.executable, "-m", module, json.dumps(spec)],
-                           capture_output=True, text=True, timeout=timeout)
+                           capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"name": spec["name"], "error": f"over {timeout:.0f} s"}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]

@@ -9,10 +9,12 @@ and ends bit-for-bit where an uninterrupted run ends (same machine, same TF buil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -27,7 +29,8 @@ from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blo
                               init_state, log_likelihood, make_sweep_fn, pad_input)
 from dgdm_tf.ops import full_conv
 
-_START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own seed
+INIT_SALT = 0x5EED  # the chain's initial D and seed
+START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own seed
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
                  "gamma_e_mean", "gamma_w", "seconds"]
@@ -194,13 +197,15 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     if batch_size is not None:
         from dgdm_tf.chain_stream import run_streamed_layer  # it imports this module
 
-        return run_streamed_layer(
-            x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
-            collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
-            state_dir=ckdir / "stream" if ckdir else None, trace_path=trace_path, say=say,
-            jit_compile=jit_compile, stop_after=stop_after, dict_init=dict_init,
-            anneal_sweeps=anneal_sweeps, anneal_ratio=anneal_ratio, anneal_start=anneal_start,
-            start=start)
+        # without a checkpoint folder the state lives in a temporary one (no resumption)
+        with (contextlib.nullcontext(ckdir / "stream") if ckdir else
+              tempfile.TemporaryDirectory(prefix="dgdm_stream_")) as state_dir:
+            return run_streamed_layer(
+                x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
+                collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
+                state_dir=state_dir, trace_path=trace_path, say=say, jit_compile=jit_compile,
+                stop_after=stop_after, dict_init=dict_init, anneal_sweeps=anneal_sweeps,
+                anneal_ratio=anneal_ratio, anneal_start=anneal_start, start=start)
     x_tf = tf.constant(x)
     x_norm = float(np.linalg.norm(x))
 
@@ -222,10 +227,10 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
             else:
                 say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
     if state is None:
-        state = init_state(x, model, tf.constant([seed, 0x5EED], tf.int32), dict_init=dict_init)
+        state = init_state(x, model, tf.constant([seed, INIT_SALT], tf.int32), dict_init=dict_init)
         if start is not None:
             state = ridge_start(state, x_tf, model, start,
-                                tf.constant([seed, _START_SALT], tf.int32))
+                                tf.constant([seed, START_SALT], tf.int32))
     else:
         model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n,
                            scan=scan)

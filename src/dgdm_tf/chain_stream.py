@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -30,17 +29,13 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import anneal, atomic_io
-from dgdm_tf.chain import TRACE_COLUMNS, check_finite, maps_to_keep, report_sweep
+from dgdm_tf.chain import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite, maps_to_keep,
+                           report_sweep)
 from dgdm_tf.pretrain import (LayerModel, PretrainState, active_mask, initial_dictionary,
                               initial_locals)
-from dgdm_tf.pretrain_stream import (LOCAL_FIELDS, StatsSum, StreamGlobals, batch_seed,
-                                     compact_blocks, make_batch_step, make_global_step,
-                                     sweep_seeds)
-from dgdm_tf.ridge_start import RidgeStart, ridge_start
-
-_INIT_SALT = 0x5EED  # as chain.run_pretrain_layer: the same seed starts from the same D
-_START_SALT = 0x57A7
-
+from dgdm_tf.pretrain_stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,
+                                     make_batch_step, make_global_step, streamed_sweep)
+from dgdm_tf.ridge_start import RidgeStart, gamma_w_mean, ridge_start
 
 class BatchStore:
     """Two buffers of per-batch npz files under ``root`` (module docstring)."""
@@ -71,24 +66,13 @@ def _prune_local(loc: dict, keep: np.ndarray) -> dict:
 
 def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
                        burn_in: int, collect: int, thin: int, prune_min_usage: float,
-                       fingerprint: str, state_dir: str | os.PathLike | None,
+                       fingerprint: str, state_dir: str | os.PathLike,
                        trace_path: str | os.PathLike | None, say: Callable[[str], None],
                        jit_compile: bool, stop_after: int | None, dict_init: str,
                        anneal_sweeps: int, anneal_ratio: float, anneal_start: float,
                        start: RidgeStart | None) -> dict | None:
     """:func:`dgdm_tf.chain.run_pretrain_layer` with ``batch_size`` set (its arguments,
-    checked there); returns the same dict. Without ``state_dir`` the state lives in a
-    temporary folder removed at the end (no resumption)."""
-    args = dict(model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
-                collect=collect, thin=thin, prune_min_usage=prune_min_usage,
-                fingerprint=fingerprint, trace_path=trace_path, say=say,
-                jit_compile=jit_compile, stop_after=stop_after, dict_init=dict_init,
-                anneal_sweeps=anneal_sweeps, anneal_ratio=anneal_ratio,
-                anneal_start=anneal_start, start=start)
-    if state_dir is None:
-        with tempfile.TemporaryDirectory(prefix="dgdm_stream_") as tmp:
-            return run_streamed_layer(x, state_dir=tmp, **args)
-
+    checked there); returns the same dict."""
     n = len(x)
     bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
     n_batches = len(bounds)
@@ -135,32 +119,37 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
         cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
         collecting = t + 1 > burn_in and (t + 1 - burn_in) % thin == 0
         first_sample = collecting and t + 1 - burn_in == thin
-        seeds = sweep_seeds(glob.seed)
-        total_stats = StatsSum()
-        last_say = time.time()
-        for b, (lo, hi) in enumerate(bounds):
+        sums = {}  # batch b's collection sums, from its read to its write
+
+        def read(b):
+            lo, hi = bounds[b]
             loc = store.read(buffer, b)
             if loc["z"].shape[2] != model.geom.k:  # written before the pruning
                 loc = _prune_local(loc, pending_keep)
-            xb = tf.constant(x[lo:hi])
-            cap_b = tf.fill([hi - lo], np.float32(np.inf)) if cap is None else tf.constant(cap[lo:hi])
-            new, expected, stats = batch_fn({k: loc[k] for k in LOCAL_FIELDS}, xb, glob.d,
-                                            glob.gamma_w, seeds, tf.constant(b), cap_b)
-            out = {k: v.numpy() for k, v in new.items()}
+            sums[b] = {k: v for k, v in loc.items() if k.startswith("acc_")}
+            cap_b = np.full(hi - lo, np.inf, np.float32) if cap is None else cap[lo:hi]
+            return ({k: loc[k] for k in LOCAL_FIELDS}, tf.constant(x[lo:hi]),
+                    tf.constant(cap_b, tf.float32))
+
+        def write(b, out, expected):
+            acc_b = sums.pop(b)
             if collecting:
-                e, ge = expected.numpy(), out["gamma_e"]
-                out["acc_x_next"] = e if first_sample else loc["acc_x_next"] + e
-                out["acc_gamma_e"] = ge if first_sample else loc["acc_gamma_e"] + ge
-            elif "acc_x_next" in loc:
-                out["acc_x_next"], out["acc_gamma_e"] = loc["acc_x_next"], loc["acc_gamma_e"]
+                out["acc_x_next"] = expected if first_sample else acc_b["acc_x_next"] + expected
+                out["acc_gamma_e"] = (out["gamma_e"] if first_sample
+                                      else acc_b["acc_gamma_e"] + out["gamma_e"])
+            else:  # carried to the next collected sweep (thin > 1)
+                out.update(acc_b)
             store.write(1 - buffer, b, out)
-            total_stats.add(stats)
-            if n_batches > 1 and time.time() - last_say > 30:
+
+        last_say = [time.time()]
+
+        def progress(b):
+            if n_batches > 1 and time.time() - last_say[0] > 30:
                 say(f"sweep {t + 1}/{total}: batch {b + 1}/{n_batches}")
-                last_say = time.time()
-        st = total_stats.result()
-        d_new, gw_new = global_fn(glob.d, st.f_corr, st.f_gram, st.active, st.sum_w2, seeds)
-        glob = StreamGlobals(d=d_new, gamma_w=gw_new, seed=seeds[0])
+                last_say[0] = time.time()
+
+        glob, st = streamed_sweep(glob, n_batches, read, write, model, batch_fn, global_fn,
+                                  progress)
         buffer = 1 - buffer
         sec = time.time() - t0
         phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
@@ -183,7 +172,6 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
             kept, pending_keep = kept[keep_local], keep_local
             batch_fn = make_batch_step(model, jit_compile)
             global_fn = make_global_step(model)
-            used = used[keep_local]
         if collecting:
             sample = {"d": glob.d.numpy(), "usage": used, "gamma_w": np.asarray(glob.gamma_w),
                       "count": np.array(1.0)}
@@ -221,10 +209,10 @@ def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init
     batch with gamma_w held, then gamma_w at its conditional mean given all batches)."""
     g = model.geom
     h = model.hyper
-    init_seed = tf.constant([seed, _INIT_SALT], tf.int32)
+    init_seed = tf.constant([seed, INIT_SALT], tf.int32)
     d = initial_dictionary(tf.constant(x), model, init_seed, dict_init)
     chain_seed = tf.unstack(tf.random.experimental.stateless_split(init_seed, 4))[3]
-    start_seed = tf.constant([seed, _START_SALT], tf.int32)
+    start_seed = tf.constant([seed, START_SALT], tf.int32)
     active, sum_w2 = 0.0, 0.0
     t0 = time.time()
     for b, (lo, hi) in enumerate(bounds):
@@ -238,8 +226,7 @@ def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init
             sum_w2 += float(tf.reduce_sum(tf.square(st.s)))
         store.write(0, b, {"z": tf.cast(st.z, tf.int8).numpy(), "w": compact_blocks(st.s).numpy(),
                            "log_theta": st.log_theta.numpy(), "gamma_e": st.gamma_e.numpy()})
-    gamma_w = np.float32(1.0) if start is None else np.float32(
-        (h.a_w + 0.5 * active) / (h.b_w + 0.5 * sum_w2))
+    gamma_w = np.float32(1.0 if start is None else gamma_w_mean(active, sum_w2, h))
     say(f"streamed start: {len(bounds)} batches of up to {bounds[0][1] - bounds[0][0]} images "
         f"in {time.time() - t0:.1f} s")
     return {"fingerprint": np.array(fingerprint), "sweep": np.array(0), "buffer": np.array(0),

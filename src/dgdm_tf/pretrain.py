@@ -436,7 +436,6 @@ def resample_d(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> P
     so no round-off accumulates across sweeps.
     """
     g = model.geom
-    d2 = g.dh * g.dw
     fl = [g.hx, g.wx]
     s = blocks_to_nhwc(state.s, g)  # N, hs, ws, K
     f_s = tf.signal.rfft2d(tf.transpose(s, [3, 0, 1, 2]), fft_length=fl)  # K, N, hx, wf
@@ -448,29 +447,38 @@ def resample_d(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> P
     power = tf.einsum("n,knhw->khw", ge, tf.math.real(f_s * tf.math.conj(f_s)))
     ac = tf.reshape(tf.signal.irfft2d(tf.cast(power, tf.complex64), fft_length=fl), [g.k, -1])
     f_sw = tf.math.conj(f_s) * ge_c[None, :, None, None]  # gamma_e-weighted, conjugated
-    prior = model.hyper.dict_prior_precision
-    eye = tf.eye(d2)
     d_out = tf.TensorArray(tf.float32, size=g.k)
 
     def body(k, f_r, d_out):
-        d_old = tf.reshape(tf.transpose(state.d[..., k], [2, 0, 1]), [g.c, d2])  # C, d2
         corr = tf.signal.irfft2d(tf.einsum("nchw,nhw->chw", f_r, f_sw[k]), fft_length=fl)
-        corr = tf.reshape(corr[:, : g.dh, : g.dw], [g.c, d2])
-        a_lik = tf.gather(ac[k], model.lag_index)  # d2, d2
-        chol = tf.linalg.cholesky(a_lik + prior * eye)
-        rhs = tf.transpose(corr + d_old @ a_lik)  # d2, C  (a_lik is symmetric)
-        mu = tf.linalg.cholesky_solve(chol, rhs)
-        eps = tf.random.stateless_normal([d2, g.c], tf.random.experimental.stateless_fold_in(seed, k))
-        d_new = tf.transpose(mu + tf.linalg.triangular_solve(chol, eps, lower=True, adjoint=True))
-        f_delta = tf.signal.rfft2d(tf.reshape(d_new - d_old, [g.c, g.dh, g.dw]), fft_length=fl)
+        d_new, f_delta = draw_map(state.d, k, corr, ac[k], model, seed)
         f_r = f_r - f_s[k][:, None] * f_delta[None]
-        return k + 1, f_r, d_out.write(k, tf.reshape(d_new, [g.c, g.dh, g.dw]))
+        return k + 1, f_r, d_out.write(k, d_new)
 
     _, f_r, d_out = tf.while_loop(lambda k, *_: k < g.k, body, (tf.constant(0), f_r, d_out),
                                   parallel_iterations=1)
     d = tf.transpose(d_out.stack(), [2, 3, 1, 0])  # dh, dw, C, K
     resid = tf.transpose(tf.signal.irfft2d(f_r, fft_length=fl), [0, 2, 3, 1])
     return state._replace(d=d, resid=pad_input(resid, g))
+
+
+def draw_map(d, k, corr, ac_k, model: LayerModel, seed):
+    """Map k's draw of :func:`resample_d`: ``corr`` (C, Hx, Wx) the gamma_e-weighted
+    correlation of the residual with S_k (lag 0 at the origin), ``ac_k`` (Hx Wx,) S_k's
+    weighted autocorrelation. Returns (D_k new as (C, dh, dw), FFT of its change)."""
+    g = model.geom
+    d2 = g.dh * g.dw
+    d_old = tf.reshape(tf.transpose(d[..., k], [2, 0, 1]), [g.c, d2])  # C, d2
+    corr = tf.reshape(corr[:, : g.dh, : g.dw], [g.c, d2])
+    a_lik = tf.gather(ac_k, model.lag_index)  # d2, d2
+    chol = tf.linalg.cholesky(a_lik + model.hyper.dict_prior_precision * tf.eye(d2))
+    rhs = tf.transpose(corr + d_old @ a_lik)  # d2, C  (a_lik is symmetric)
+    mu = tf.linalg.cholesky_solve(chol, rhs)
+    eps = tf.random.stateless_normal([d2, g.c], tf.random.experimental.stateless_fold_in(seed, k))
+    d_new = tf.transpose(mu + tf.linalg.triangular_solve(chol, eps, lower=True, adjoint=True))
+    f_delta = tf.signal.rfft2d(tf.reshape(d_new - d_old, [g.c, g.dh, g.dw]),
+                               fft_length=[g.hx, g.wx])
+    return tf.reshape(d_new, [g.c, g.dh, g.dw]), f_delta
 
 
 def resample_theta(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
@@ -495,13 +503,16 @@ def active_mask(state: PretrainState, model: LayerModel) -> tf.Tensor:
 
 def resample_gamma_w(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
     """gamma_w | - ~ Gamma(a_w + M/2, b_w + ||W_active||^2 / 2), M active entries."""
-    h = model.hyper
-    active = tf.reduce_sum(active_mask(state, model))
-    sq = tf.reduce_sum(tf.square(state.s))
-    shape = h.a_w + 0.5 * active
-    rate = h.b_w + 0.5 * sq
-    gw = tf.random.stateless_gamma([], seed, alpha=shape) / rate
-    return state._replace(gamma_w=gw)
+    return state._replace(gamma_w=draw_gamma_w(
+        tf.reduce_sum(active_mask(state, model)), tf.reduce_sum(tf.square(state.s)), model.hyper,
+        seed))
+
+
+def draw_gamma_w(active, sum_w2, hyper: Hyper, seed) -> tf.Tensor:
+    """gamma_w ~ Gamma(a_w + active / 2, b_w + sum_w2 / 2), from the two sums alone."""
+    shape = hyper.a_w + 0.5 * tf.cast(active, tf.float32)
+    rate = hyper.b_w + 0.5 * tf.cast(sum_w2, tf.float32)
+    return tf.random.stateless_gamma([], seed, alpha=shape) / rate
 
 
 def resample_gamma_e(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:

@@ -38,8 +38,8 @@ import tensorflow as tf
 
 from dgdm_tf.compiled import compiled
 from dgdm_tf.pretrain import (LayerModel, PretrainState, active_mask, blocks_to_nhwc,
-                              pad_input, reconstruction, resample_gamma_e, resample_theta,
-                              resample_zw)
+                              draw_gamma_w, draw_map, log_likelihood, pad_input,
+                              reconstruction, resample_gamma_e, resample_theta, resample_zw)
 
 # A batch's local state as stored between sweeps: block states z (int8, p*p + 1 < 128
 # states) and each block's one weight w (the value at position z; 0 when off).
@@ -57,8 +57,8 @@ def sweep_seeds(seed):
         tf.convert_to_tensor(seed, tf.int32), 6))
 
 
-def batch_seed(seed, b: int):
-    """A sweep's stream for batch ``b`` (independent of the batch size's other batches)."""
+def batch_seed(seed, b):
+    """Batch ``b``'s share of one of a sweep's streams."""
     return tf.random.experimental.stateless_fold_in(seed, b)
 
 
@@ -91,46 +91,30 @@ def d_statistics(s, x, d, gamma_e, model: LayerModel):
 
 
 def draw_d(d, f_corr, f_gram, model: LayerModel, seed) -> tf.Tensor:
-    """D | - from the summed statistics (:func:`pretrain.resample_d`'s conditional, its
-    map order and seeds): Lambda = dict_prior_precision I + A_k with A_k the lagged
-    autocorrelation IFFT(Q[k, k]); Lambda mu = corr_k + A_k D_k(old)."""
+    """D | - from the summed statistics: :func:`pretrain.draw_map` for each map in
+    :func:`pretrain.resample_d`'s order and seeds, with corr_k = IFFT(F[k]) and the
+    autocorrelation IFFT(Q[k, k]); after each map, F[j] -= FFT(Delta_k) Q[k, j]."""
     g = model.geom
-    d2 = g.dh * g.dw
     fl = [g.hx, g.wx]
-    # map-major for the loop: F (K, C, hx, wf), Q (K, K, hx, wf); small, moved once
-    f_corr = tf.transpose(tf.cast(f_corr, tf.complex64), [2, 3, 0, 1])
-    diag = tf.math.real(tf.linalg.diag_part(tf.cast(f_gram, tf.complex64)))  # hx, wf, K
-    f_gram = tf.transpose(tf.cast(f_gram, tf.complex64), [2, 3, 0, 1])
+    f_corr = tf.cast(f_corr, tf.complex64)
+    f_gram = tf.cast(f_gram, tf.complex64)
+    diag = tf.math.real(tf.linalg.diag_part(f_gram))  # hx, wf, K
     ac = tf.reshape(tf.signal.irfft2d(tf.cast(tf.transpose(diag, [2, 0, 1]), tf.complex64),
                                       fft_length=fl), [g.k, -1])
-    prior = model.hyper.dict_prior_precision
-    eye = tf.eye(d2)
+    # map-major for the loop: F (K, C, hx, wf), Q (K, K, hx, wf); small, moved once
+    f_corr = tf.transpose(f_corr, [2, 3, 0, 1])
+    f_gram = tf.transpose(f_gram, [2, 3, 0, 1])
     d_out = tf.TensorArray(tf.float32, size=g.k)
 
     def body(k, f_corr, d_out):
-        d_old = tf.reshape(tf.transpose(d[..., k], [2, 0, 1]), [g.c, d2])  # C, d2
         corr = tf.signal.irfft2d(f_corr[k], fft_length=fl)
-        corr = tf.reshape(corr[:, : g.dh, : g.dw], [g.c, d2])
-        a_lik = tf.gather(ac[k], model.lag_index)  # d2, d2
-        chol = tf.linalg.cholesky(a_lik + prior * eye)
-        rhs = tf.transpose(corr + d_old @ a_lik)
-        mu = tf.linalg.cholesky_solve(chol, rhs)
-        eps = tf.random.stateless_normal([d2, g.c], tf.random.experimental.stateless_fold_in(seed, k))
-        d_new = tf.transpose(mu + tf.linalg.triangular_solve(chol, eps, lower=True, adjoint=True))
-        f_delta = tf.signal.rfft2d(tf.reshape(d_new - d_old, [g.c, g.dh, g.dw]), fft_length=fl)
+        d_new, f_delta = draw_map(d, k, corr, ac[k], model, seed)
         f_corr = f_corr - f_delta[None] * f_gram[k][:, None]
-        return k + 1, f_corr, d_out.write(k, tf.reshape(d_new, [g.c, g.dh, g.dw]))
+        return k + 1, f_corr, d_out.write(k, d_new)
 
     _, _, d_out = tf.while_loop(lambda k, *_: k < g.k, body, (tf.constant(0), f_corr, d_out),
                                 parallel_iterations=1)
     return tf.transpose(d_out.stack(), [2, 3, 1, 0])
-
-
-def draw_gamma_w(active, sum_w2, model: LayerModel, seed) -> tf.Tensor:
-    """gamma_w | - ~ Gamma(a_w + M/2, b_w + sum W^2 / 2) (:func:`pretrain.resample_gamma_w`)."""
-    h = model.hyper
-    return tf.random.stateless_gamma([], seed, alpha=h.a_w + 0.5 * tf.cast(active, tf.float32)) / (
-        h.b_w + 0.5 * tf.cast(sum_w2, tf.float32))
 
 
 def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerModel,
@@ -159,14 +143,12 @@ def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerMo
     st = resample_theta(st, x, model, batch_seed(seeds[3], b))
     f_corr, f_gram = d_statistics(st.s, x, d, st.gamma_e, model)
     on = active_mask(st, model)
-    sq = tf.reduce_sum(tf.square(st.resid), axis=[1, 2, 3])
-    ge = gamma_e
     stats = BatchStats(
         f_corr=f_corr, f_gram=f_gram, active=tf.reduce_sum(on),
         sum_w2=tf.reduce_sum(tf.square(st.s)), used=tf.reduce_sum(on, axis=[0, 1, 3, 4, 5]),
-        sq_resid=tf.reduce_sum(sq),
-        log_lik=tf.reduce_sum(0.5 * model.n_pixels * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq),
-        sum_gamma_e=tf.reduce_sum(ge))
+        sq_resid=tf.reduce_sum(tf.square(st.resid)),
+        log_lik=log_likelihood(st._replace(gamma_e=gamma_e), model),
+        sum_gamma_e=tf.reduce_sum(gamma_e))
     new_local = {"z": tf.cast(st.z, tf.int8), "w": compact_blocks(st.s),
                  "log_theta": st.log_theta, "gamma_e": gamma_e}
     return new_local, expected, stats
@@ -187,7 +169,7 @@ def make_global_step(model: LayerModel):
     sweep's global draws from the summed statistics."""
     return compiled(lambda d, f_corr, f_gram, active, sum_w2, seeds: (
         draw_d(d, f_corr, f_gram, model, seeds[2]),
-        draw_gamma_w(active, sum_w2, model, seeds[4])), reduce_retracing=True)
+        draw_gamma_w(active, sum_w2, model.hyper, seeds[4])), reduce_retracing=True)
 
 
 class StatsSum:
@@ -207,23 +189,26 @@ class StatsSum:
         return BatchStats(*(tf.constant(np.asarray(v)) for v in self.total))
 
 
-def streamed_sweep(glob: StreamGlobals, locals_: list[dict], xs: list, model: LayerModel,
-                   batch_fn=None, global_fn=None, gamma_e_cap=None):
-    """One streamed sweep over batches held in memory (tests, small data): returns
-    (globals, new locals, expected pooled features per batch, summed BatchStats). The
-    chain driver (:mod:`dgdm_tf.chain_stream`) runs the same steps with each batch
-    read from and written to disk."""
+def streamed_sweep(glob: StreamGlobals, n_batches: int, read, write, model: LayerModel,
+                   batch_fn=None, global_fn=None, progress=None):
+    """One streamed sweep: returns (the new globals, the summed :class:`BatchStats`).
+
+    ``read(b)`` -> (stored local state, X, gamma_e cap) of batch b; ``write(b, local,
+    expected)`` takes its new local state and Rao-Blackwellised pooled features (numpy).
+    The chain driver (:mod:`dgdm_tf.chain_stream`) reads and writes files; tests keep the
+    batches in lists. ``progress(b)`` is called after each batch."""
     batch_fn = batch_fn or make_batch_step(model)
     global_fn = global_fn or make_global_step(model)
     seeds = sweep_seeds(glob.seed)
-    total, out_locals, expected = StatsSum(), [], []
-    for b, (loc, x) in enumerate(zip(locals_, xs)):
-        cap = (tf.fill([len(x)], np.float32(np.inf)) if gamma_e_cap is None
-               else tf.constant(gamma_e_cap[b], tf.float32))
-        new, e, stats = batch_fn(loc, x, glob.d, glob.gamma_w, seeds, tf.constant(b), cap)
-        out_locals.append({k: v.numpy() for k, v in new.items()})
-        expected.append(e.numpy())
+    total = StatsSum()
+    for b in range(n_batches):
+        local, x, cap = read(b)
+        new, expected, stats = batch_fn(local, x, glob.d, glob.gamma_w, seeds, tf.constant(b),
+                                        cap)
+        write(b, {k: v.numpy() for k, v in new.items()}, expected.numpy())
         total.add(stats)
+        if progress is not None:
+            progress(b)
     st = total.result()
     d, gamma_w = global_fn(glob.d, st.f_corr, st.f_gram, st.active, st.sum_w2, seeds)
-    return StreamGlobals(d=d, gamma_w=gamma_w, seed=seeds[0]), out_locals, expected, st
+    return StreamGlobals(d=d, gamma_w=gamma_w, seed=seeds[0]), st

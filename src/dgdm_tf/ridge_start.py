@@ -131,7 +131,12 @@ def ridge_start(state: PretrainState, x, model: LayerModel, settings: RidgeStart
         h.b_e + 0.5 * tf.reduce_sum(tf.square(resid), axis=[1, 2, 3]))
     state = state._replace(s=s_blocks, z=z, resid=pad_input(resid, g), gamma_e=gamma_e)
     if not fixed_gamma_w:
-        active = tf.reduce_sum(tf.cast(on, tf.float32))
-        state = state._replace(gamma_w=(h.a_w + 0.5 * active) / (
-            h.b_w + 0.5 * tf.reduce_sum(tf.square(s))))
+        state = state._replace(gamma_w=gamma_w_mean(
+            tf.reduce_sum(tf.cast(on, tf.float32)), tf.reduce_sum(tf.square(s)), h))
     return resample_theta(state, x, model, seed)
+
+
+def gamma_w_mean(active, sum_w2, hyper):
+    """gamma_w's conditional mean given M = ``active`` weights with sum of squares
+    ``sum_w2``: (a_w + M / 2) / (b_w + sum_w2 / 2)."""
+    return (hyper.a_w + 0.5 * active) / (hyper.b_w + 0.5 * sum_w2)

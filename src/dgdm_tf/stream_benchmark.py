@@ -79,7 +79,7 @@ def measure(spec: dict) -> dict:
            "start_and_setup_s": round(wall - sum(sweep_s), 1),
            "first_sweep_s": round(sweep_s[0], 2), "sweep_s": round(steady, 2),
            "images_per_s": round(n / steady, 1), "ratio_to_floor": round(steady / floor_s, 1),
-           "peak_rss_mb": round(peak), "state_on_disk_mb": round(disk / 2 ** 20, 1),
+           "peak_rss_mb": round(peak), "state_on_disk_mb": round(disk / 2 ** 20, 4),
            "in_memory_state_mb": round(per_image["in_memory"] * n / 2 ** 20, 1),
            "wall_s": round(wall, 1)}
     note(str(row))
