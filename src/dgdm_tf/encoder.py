@@ -30,6 +30,8 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.compiled import compiled
+
 #: atoms with a norm below this are left at zero (no division by ~0)
 _TINY = 1e-12
 
@@ -55,7 +57,7 @@ def feature_shape(image_shape: tuple[int, ...], d_shape: tuple[int, ...], pool: 
     return math.ceil(hs / p), math.ceil(ws / p), 2 * k
 
 
-@tf.function(reduce_retracing=True)
+@compiled(reduce_retracing=True)
 def _encode_batch(x: tf.Tensor, d: tf.Tensor, alpha: tf.Tensor, p: int) -> tf.Tensor:
     c = tf.nn.conv2d(x, d, strides=1, padding="VALID")  # correlation, (N, Hs, Ws, K)
     maps = tf.concat([tf.nn.relu(c - alpha), tf.nn.relu(-c - alpha)], axis=-1)

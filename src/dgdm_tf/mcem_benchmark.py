@@ -53,9 +53,6 @@ def measure(spec: dict) -> dict:
     import tensorflow as tf
 
     from dgdm_tf import deep_mcem, deep_smcem
-    from dgdm_tf.ops import avoid_grappler_addn_bug
-
-    avoid_grappler_addn_bug()
     from dgdm_tf.deep_model import DeepModel
 
     shape = tuple(spec["image_shape"])
@@ -113,9 +110,6 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
     from dgdm_tf import deep_gibbs as G
     from dgdm_tf.compiled import compiled
     from dgdm_tf.deep_model import DeepModel
-    from dgdm_tf.ops import avoid_grappler_addn_bug
-
-    avoid_grappler_addn_bug()
     shape, b = tuple(spec["image_shape"]), int(spec["batch_size"])
     model = DeepModel(shape, spec["layers"], supervised=True)
     rng = np.random.default_rng(int(spec.get("seed", 0)))

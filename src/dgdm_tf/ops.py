@@ -52,12 +52,3 @@ def pool(s: tf.Tensor, p: int) -> tf.Tensor:
     s = tf.pad(s, [[0, 0], [0, nbh * p - hs], [0, nbw * p - ws], [0, 0]])
     s = tf.reshape(s, [-1, nbh, p, nbw, p, k])
     return tf.reduce_sum(s, axis=[2, 4])
-
-
-def avoid_grappler_addn_bug() -> None:
-    """Turn off Grappler's arithmetic optimizer for this process. On deep models (the
-    ImageNet shapes) its AddOps rewrite inside the top layer's while loop creates
-    temporary variables whose names collide across loop iterations, and the sweep stops
-    with ``AlreadyExistsError: Resource ... AddOpsRewrite ... TmpVar`` (seen with
-    TensorFlow 2.21 on the CPU). The rewrite is an optimisation only: results are the same."""
-    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})

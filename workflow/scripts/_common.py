@@ -57,8 +57,11 @@ def start(snakemake, *, tensorflow: bool = False) -> None:
     if tensorflow:
         import tensorflow as tf
 
+        from dgdm_tf.compiled import reproducible_graphs
+
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+        reproducible_graphs()  # Keras' and every traced step's sums in the code's order
 
 
 def progress(msg: str) -> None:

@@ -13,10 +13,6 @@ from _common import elapsed, plain, progress, seed_for, start, subset_seeds
 
 start(snakemake, tensorflow=True)
 
-from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
-
-avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
-
 import numpy as np  # noqa: E402
 
 from dgdm_tf import atomic_io, deep_plots, deep_smcem, plots  # noqa: E402

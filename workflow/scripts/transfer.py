@@ -8,10 +8,6 @@ from _common import elapsed, plain, progress, provenance, seed_for, start, write
 
 start(snakemake, tensorflow=True)
 
-from dgdm_tf.ops import avoid_grappler_addn_bug  # noqa: E402
-
-avoid_grappler_addn_bug()  # deep (ImageNet-shaped) models trip it
-
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
