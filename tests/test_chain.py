@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import chain
+from dgdm_tf import chain, chain_parts
 from dgdm_tf import pretrain as P
 from dgdm_tf.layout import LayerGeometry
 
@@ -75,7 +75,7 @@ def test_trace_tsv_and_progress(tmp_path):
     chain.run_pretrain_layer(_data(), trace_path=tmp_path / "t.tsv",
                              **{**ARGS, "progress": lines.append})
     rows = (tmp_path / "t.tsv").read_text().splitlines()
-    assert rows[0].split("\t") == chain.TRACE_COLUMNS
+    assert rows[0].split("\t") == chain_parts.TRACE_COLUMNS
     assert len(rows) == 1 + 4 + 3 * 2
     assert any(m.startswith("sweep 10/10 (collect)") for m in lines)
 

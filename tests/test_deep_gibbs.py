@@ -348,7 +348,7 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     st, x, _ = _forward(np.random.default_rng(3), model, 2)
-    zd = G._dense_z(st, model)
+    zd = G.dense_z(st, model)
     s_l = G._layer_s(st, model, 1, zd)
     g = model.geoms[1]
     j = g.dh * g.dw * g.c * g.k

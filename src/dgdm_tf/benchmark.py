@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from dgdm_tf.compiled import compiled
 from dgdm_tf.layout import layer_geometries
 from dgdm_tf.ops import full_conv, full_conv_adjoint
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.process_memory import current_rss_mb, peak_rss_mb, reset_peak_rss
 from dgdm_tf.tables import format_seconds
 
 
@@ -53,11 +53,6 @@ def machine_info() -> dict:
         gpu_names.append(details.get("device_name", g.name))
     return {"cpu": cpu, "cores": os.cpu_count(), "gpu": ", ".join(gpu_names) or "none",
             "tensorflow": tf.__version__, "python": platform.python_version()}
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def run_module_isolated(module: str, spec: dict, timeout: float) -> dict:
@@ -135,30 +130,6 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
 
 
 # ------------------------------------------------------------------ the CNN baseline
-def reset_peak_rss() -> bool:
-    """Reset this process's peak-RSS mark (Linux >= 4.0: ``/proc/self/clear_refs``), so
-    that :func:`peak_rss_mb` reports the peak of what runs next. False where the mark
-    cannot be reset: :func:`peak_rss_mb` then keeps reporting the process's peak so far."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def current_rss_mb() -> float:
-    """Resident memory of this process now (``/proc/self/statm``; NaN elsewhere). Beside a
-    peak it shows how much of the peak was already held (TensorFlow keeps what it
-    allocated for earlier measurements)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-
-
 #: columns of :func:`benchmark_cnn`'s rows
 CNN_COLUMNS = ("benchmark", "batch_size", "input_shape", "steps", "step_seconds",
                "images_per_s", "rss_before_mb", "peak_rss_mb", "peak_rss_is_per_row")
@@ -615,7 +586,7 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     xt = tf.constant(x)
     st = G.init_state(x, model, ds, tf.constant([seed, 1], tf.int32), gamma_e_init=100.0)
     s = tf.constant(rng.normal(size=st.s_top.shape).astype(np.float32))
-    zd = G._dense_z(st, model)
+    zd = G.dense_z(st, model)
 
     @compiled
     def floor_fn(s):

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.chain import check_finite
+from dgdm_tf.chain_parts import check_finite
 from dgdm_tf.compiled import compiled
 
 

@@ -28,23 +28,8 @@ from dgdm_tf.ridge_start import RidgeStart, ridge_start
 from dgdm_tf.pretrain import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
                               init_state, log_likelihood, make_sweep_fn, pad_input)
 from dgdm_tf.ops import full_conv
-
-INIT_SALT = 0x5EED  # the chain's initial D and seed
-START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own seed
-
-TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
-                 "gamma_e_mean", "gamma_w", "seconds"]
-
-
-def check_finite(name: str, arr) -> None:
-    """Stop early, with the variable's name, when a chain produces NaN or Inf."""
-    a = np.asarray(arr)
-    if not np.all(np.isfinite(a)):
-        bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
-        raise FloatingPointError(
-            f"{name} has {bad} non-finite value(s): the chain diverged. Check the input "
-            "scale (pixels should be O(1)) and the hyperparameters under `hyper:`.")
-
+from dgdm_tf.chain_parts import INIT_SALT, START_SALT, check_finite, maps_to_keep, report_sweep
+from dgdm_tf.chain_stream import run_streamed_layer
 
 def fingerprint(*arrays: np.ndarray, **kwargs) -> str:
     """Short hash of a chain's inputs and settings: a checkpoint resumes only a chain
@@ -75,27 +60,6 @@ def _trace_row(sweep: int, phase: str, state: PretrainState, model: LayerModel, 
             "gamma_w": float(state.gamma_w), "seconds": seconds}
 
 
-def write_trace(path: str | os.PathLike, rows: list[dict]) -> None:
-    lines = ["\t".join(TRACE_COLUMNS)]
-    for r in rows:
-        lines.append("\t".join(f"{r[c]:.6g}" if isinstance(r[c], float) else str(r[c])
-                               for c in TRACE_COLUMNS))
-    atomic_io.write_text(path, "\n".join(lines) + "\n")
-
-
-def report_sweep(say, rows: list[dict], trace_path, total: int, sec_per_sweep: float,
-                 extra: str = "") -> None:
-    """The progress line of the sweep in ``rows[-1]`` (with an ETA at ``sec_per_sweep``)
-    and the trace TSV rewritten."""
-    row = rows[-1]
-    say(f"sweep {row['sweep']}/{total} ({row['phase']}) K={row['n_dict']}{extra} "
-        f"rel.resid={row['rel_residual']:.4f} active={row['active_frac']:.3f} "
-        f"gamma_e={row['gamma_e_mean']:.4g} {row['seconds']:.2f} s/sweep, "
-        f"ETA {(total - row['sweep']) * sec_per_sweep:.0f} s")
-    if trace_path:
-        write_trace(trace_path, rows)
-
-
 def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
     """Drop dictionary elements not in ``keep``; their contribution returns to the residual."""
     g = model.geom
@@ -112,19 +76,6 @@ def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
         d=tf.gather(state.d, keep, axis=3), log_theta=tf.gather(state.log_theta, keep, axis=1),
         resid=state.resid + pad_input(back, g))
     return state, new_model
-
-
-def maps_to_keep(used: np.ndarray, prune_min_usage: float, say) -> np.ndarray | None:
-    """The maps pruning keeps at the end of burn-in: those on in at least
-    ``prune_min_usage`` of the blocks (at least the most used one); ``None`` keeps all."""
-    keep = np.flatnonzero(used >= prune_min_usage)
-    if keep.size == 0:
-        keep = np.array([int(np.argmax(used))])
-    if keep.size == len(used):
-        return None
-    say(f"pruning: keeping {keep.size} of {len(used)} dictionary elements "
-        f"(usage >= {prune_min_usage})")
-    return keep
 
 
 def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
@@ -195,8 +146,6 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                       **({"batch_size": batch_size} if batch_size is not None else {}))
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
     if batch_size is not None:
-        from dgdm_tf.chain_stream import run_streamed_layer  # it imports this module
-
         # without a checkpoint folder the state lives in a temporary one (no resumption)
         with (contextlib.nullcontext(ckdir / "stream") if ckdir else
               tempfile.TemporaryDirectory(prefix="dgdm_stream_")) as state_dir:

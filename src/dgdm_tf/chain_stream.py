@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import anneal, atomic_io
-from dgdm_tf.chain import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite, maps_to_keep,
-                           report_sweep)
+from dgdm_tf.chain_parts import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite,
+                                 maps_to_keep, report_sweep)
 from dgdm_tf.pretrain import (LayerModel, PretrainState, active_mask, initial_dictionary,
                               initial_locals)
 from dgdm_tf.pretrain_stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,

@@ -171,7 +171,7 @@ def train_cnn(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     The test set is scored after each epoch only to draw the time-to-accuracy curve;
     nothing is selected on it (the final model is the last epoch's).
     """
-    from dgdm_tf.benchmark import peak_rss_mb
+    from dgdm_tf.process_memory import peak_rss_mb
 
     t_start = time.perf_counter()
     x_train = np.asarray(x_train, dtype=np.float32)

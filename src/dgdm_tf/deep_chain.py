@@ -22,7 +22,8 @@ import tensorflow as tf
 
 from dgdm_tf import atomic_io, deep_svm
 from dgdm_tf import deep_gibbs as G
-from dgdm_tf.chain import check_finite, fingerprint
+from dgdm_tf.chain import fingerprint
+from dgdm_tf.chain_parts import check_finite
 from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel, layer_inputs, soft_indicators, unseen_blocks
 

@@ -71,7 +71,7 @@ DeepState = collections.namedtuple(
                   "resid", "hmc_log_step", "seed"])
 
 
-def _fold(seed, *salts):
+def fold_seed(seed, *salts):
     for s in salts:
         seed = tf.random.experimental.stateless_fold_in(seed, s)
     return seed
@@ -82,11 +82,11 @@ def _gumbel_argmax(logits, seed):
     return tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
 
 
-def _masked(y, mask):
+def masked(y, mask):
     return y if mask is None else y * mask
 
 
-def _dense_z(state: DeepState, model: DeepModel):
+def dense_z(state: DeepState, model: DeepModel):
     return [dense_indicators(z, g) for z, g in zip(state.z, model.geoms[:-1])]
 
 
@@ -145,11 +145,11 @@ def _window_starts(grids: list, ci):
 
 def reconstruct(state: DeepState, model: DeepModel) -> tf.Tensor:
     """g(S[L-1]): the noiseless image of the current state (N, H, W, C)."""
-    return layer_inputs(state.s_top, model, state.d, _dense_z(state, model))[0]
+    return layer_inputs(state.s_top, model, state.d, dense_z(state, model))[0]
 
 
 def residual(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
-    return _masked(x - reconstruct(state, model), mask)
+    return masked(x - reconstruct(state, model), mask)
 
 
 # ---------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
         if tuple(dl.shape) != (g.dh, g.dw, g.c, g.k):
             raise ValueError(f"dictionary of layer {l + 1} has shape {tuple(dl.shape)}, the "
                              f"model expects {(g.dh, g.dw, g.c, g.k)}")
-    h = _masked(x, mask)
+    h = masked(x, mask)
     z, log_theta = [], []
     for l, g in enumerate(model.geoms[:-1]):
         c = full_conv_adjoint(h, d[l])  # N, hs, ws, K
@@ -290,7 +290,7 @@ def _top_images_two_layer(state: DeepState, model: DeepModel, mask):
 
     f = tf.map_fn(one, onehot, fn_output_signature=tf.TensorSpec([n_units, h, w, c0]),
                   parallel_iterations=1)  # N, U, H, W, C
-    return _masked(tf.transpose(f, [1, 0, 2, 3, 4]), mask)
+    return masked(tf.transpose(f, [1, 0, 2, 3, 4]), mask)
 
 
 def top_unit_images(state: DeepState, model: DeepModel, mask=None, fast: bool = True):
@@ -300,8 +300,8 @@ def top_unit_images(state: DeepState, model: DeepModel, mask=None, fast: bool = 
     if fast and model.n_layers == 2:
         f_all = _top_images_two_layer(state, model, mask)
         return lambda ci, k: f_all[ci * model.top.k + k]
-    gen = _top_images_generic(state, model, _dense_z(state, model))
-    return lambda ci, k: _masked(gen(ci, k), mask)
+    gen = _top_images_generic(state, model, dense_z(state, model))
+    return lambda ci, k: masked(gen(ci, k), mask)
 
 
 def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = True):
@@ -321,7 +321,7 @@ def top_unit_terms(state: DeepState, model: DeepModel, mask=None, fast: bool = T
     gt = model.top
     hx, wx, c0 = model.image_shape
     if fast and model.windowed(model.n_layers - 1):
-        zd = _dense_z(state, model)
+        zd = dense_z(state, model)
         atoms = tf.transpose(state.d[-1], [3, 0, 1, 2])  # K, dh, dw, C: a unit's X[L-1]
         l = model.n_layers - 1
         grids = [model.member_grids(l, a, b) for a, b in col.colours()]
@@ -412,7 +412,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
         tgt, wgt = svm_terms["target"], svm_terms["weight"]  # N, C
     else:
         marg = tf.zeros([tf.shape(resid)[0], 1])
-    colour_ids, map_orders = scan_orders(model, model.n_layers - 1, _fold(seed, _SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, model.n_layers - 1, fold_seed(seed, _SCAN_SALT))
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     reals = np.stack([col.real(a, b) for a, b in col.colours()])
     for slot, ci in enumerate(colour_ids):
@@ -436,7 +436,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
                 lin = lin + tf.reduce_sum(wgt * cu * (tgt - rest), axis=1)[:, None, None]
             mu = lin / prec
             logit = log_odds[:, k][:, None, None] + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
-            s1, s2 = tf.unstack(tf.random.experimental.stateless_split(_fold(seed, ci, k), 2))
+            s1, s2 = tf.unstack(tf.random.experimental.stateless_split(fold_seed(seed, ci, k), 2))
             u = tf.random.stateless_uniform(tf.shape(logit), s1)
             on_new = tf.cast((u < tf.sigmoid(logit)) & real, tf.float32)
             w = mu + tf.random.stateless_normal(tf.shape(mu), s2) / tf.sqrt(prec)
@@ -491,14 +491,14 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
         return _resample_z_windowed(state, model, l, seed, mask)
     g, col = model.geoms[l], model.colourings[l]
     p2 = g.p * g.p
-    zd = _dense_z(state, model)
+    zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
     z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
     lt_all = state.log_theta[l]  # N, K, S
     ge = state.gamma_e[:, None, None, None]
     resid = state.resid
-    colour_ids, map_orders = scan_orders(model, l, _fold(seed, _SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, _SCAN_SALT))
     offsets = np.stack([[model.offset_mask(l, a, b, m) for m in range(p2)] for a, b in col.colours()])
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     for slot, ci in enumerate(colour_ids):
@@ -512,14 +512,14 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
             k = i if maps is None else maps[i]
             dk = tf.gather(state.d[l], [k], axis=3)
             up = unpool_blocks(v_all[k][..., None], tf.ones_like(offs[0]), g.p)  # N, hs, ws, 1
-            ys = [_masked(down_from(full_conv(up * o, dk), l, model, state.d, zd), mask) for o in offs]
+            ys = [masked(down_from(full_conv(up * o, dk), l, model, state.d, zd), mask) for o in offs]
             zc = col.take(z_k[k], a, b)
             cur = tf.add_n([y * col.tile_broadcast(tf.cast(tf.equal(zc, m), tf.float32), a, b)
                             for m, y in enumerate(ys)])
             r0 = resid + cur
             energy = tf.stack([col.tile_sum(y * y - 2.0 * r0 * y, a, b) for y in ys], axis=-1)
             logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
-            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            znew = _gumbel_argmax(logits, fold_seed(seed, ci, k))
             new = tf.add_n([y * col.tile_broadcast(tf.cast(tf.equal(znew, m), tf.float32), a, b)
                             for m, y in enumerate(ys)])
             z_out = tf.where(member, col.put(znew, a, b), z_k[k])
@@ -561,7 +561,7 @@ def _push_windows(x_win, zw: dict, model: DeepModel, d, l: int, mwin=None):
     tiled to B: they are fixed while a layer is drawn, so callers tile them once)."""
     for j in range(l - 1, -1, -1):
         x_win = full_conv(unpool_blocks(x_win, zw[j], model.geoms[j].p), d[j])
-    return _masked(x_win, mwin)
+    return masked(x_win, mwin)
 
 
 def _tiled_crops(zd, mask, s_grids: dict, data, real, reps: int, s_starts=None, d_start=None):
@@ -590,7 +590,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
     g, col = model.geoms[l], model.colourings[l]
     p2 = g.p * g.p
     hx, wx, c0 = model.image_shape
-    zd = _dense_z(state, model)
+    zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
     z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
@@ -600,7 +600,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
     valid_np[: g.nbh, : g.nbw] = model.position_valid(l)
     placed = _placed_atoms(state.d[l], g.p)  # p2, K, wh, ww, C
     resid = state.resid
-    colour_ids, map_orders = scan_orders(model, l, _fold(seed, _SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, _SCAN_SALT))
     grids = [model.member_grids(l, a, b) for a, b in col.colours()]
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     valid_grid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
@@ -647,7 +647,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
             energy = tf.reduce_sum(y * y - 2.0 * r0[None] * y, axis=[2, 3, 4])  # p2, N*M
             energy = mw.to_grid(tf.transpose(energy), real, col.n_h, col.n_w)  # N, nh, nw, p2
             logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
-            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            znew = _gumbel_argmax(logits, fold_seed(seed, ci, k))
             zn = mw.per_member(znew, real)
             new = tf.einsum("mbhwc,bm->bhwc", y, tf.one_hot(zn, p2 + 1)[:, :p2])
             resid = resid + mw.place(r0 - new - r_win, data, real, hx, wx, d_start)
@@ -674,7 +674,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     kb = tf.reshape(pretrain.block_kernels(d0, g), [g.k, g.fh * g.fw * g.c, p2])
     gram = tf.einsum("kfm,kfq->kmq", kb, kb)
     dnorm = tf.linalg.diag_part(gram)[:, 0]
-    zd = _dense_z(state, model)
+    zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[1], [3, 0, 1, 2])  # K, N, nbh, nbw
     z_k = tf.transpose(state.z[0], [3, 0, 1, 2])
@@ -682,7 +682,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     ge = state.gamma_e[:, None, None, None]
     n = tf.shape(state.resid)[0]
     resid = pretrain.pad_input(state.resid, g)
-    colour_ids, map_orders = scan_orders(model, 0, _fold(seed, _SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, 0, fold_seed(seed, _SCAN_SALT))
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     vmask = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
     vmask[: g.nbh, : g.nbw] = model.position_valid(0)
@@ -693,8 +693,8 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
         member = _per_colour(members, ci)[None]
         valid = _per_colour(valids, ci)[None]
         maps = None if map_orders is None else map_orders[slot]
-        tiles0 = pretrain._colour_tiles(resid, g, a, b)
-        mtiles = None if mask is None else pretrain._colour_tiles(pretrain.pad_input(mask, g), g, a, b)
+        tiles0 = pretrain.colour_tiles(resid, g, a, b)
+        mtiles = None if mask is None else pretrain.colour_tiles(pretrain.pad_input(mask, g), g, a, b)
 
         def body(i, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid, mtiles=mtiles,
                  maps=maps):
@@ -712,7 +712,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
             corr = tf.reshape(corr, [n, col.n_h, col.n_w, p2])
             energy = (v * v * norms - 2.0 * v * corr) * valid
             logits = _block_logits(tf.gather(lt_all, k, axis=1), ge, energy)
-            znew = _gumbel_argmax(logits, _fold(seed, ci, k))
+            znew = _gumbel_argmax(logits, fold_seed(seed, ci, k))
             s_new = tf.one_hot(znew, p2 + 1)[..., :p2] * valid * v
             step = tf.matmul(tf.reshape(s_new - s_old, [-1, p2]), kb[k], transpose_b=True)
             tiles = tiles - (step if mtiles is None else mtiles * step)
@@ -721,7 +721,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
 
         _, tiles, z_k = tf.while_loop(lambda i, *_: i < g.k, body,
                                       (tf.constant(0), tiles0, z_k), parallel_iterations=1)
-        resid = resid + pretrain._tiles_to_residual(tiles - tiles0, g, a, b, n)
+        resid = resid + pretrain.tiles_to_residual(tiles - tiles0, g, a, b, n)
     z = list(state.z)
     z[0] = tf.transpose(z_k, [1, 2, 3, 0])
     return state._replace(z=tuple(z), resid=resid[:, : g.hx, : g.wx, :])
@@ -746,7 +746,7 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
 
     Returns (state, acceptance probability) -- 1.0 for the exact draw.
     """
-    zd = _dense_z(state, model)
+    zd = dense_z(state, model)
     s_l = _layer_s(state, model, l, zd)
     if l == 0:
         if mask is not None:
@@ -766,12 +766,12 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     prior = model.hyper.dict_prior_precision
 
     def image(dl):
-        return _masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), mask)
+        return masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), mask)
 
     def potential_and_grad(dl):
         with tf.GradientTape() as tape:
             tape.watch(dl)
-            r = x - image(dl) if mask is None else _masked(x - image(dl), mask)
+            r = x - image(dl) if mask is None else masked(x - image(dl), mask)
             u = 0.5 * tf.reduce_sum(ge * tf.square(r)) + 0.5 * prior * tf.reduce_sum(tf.square(dl))
         return u, tape.gradient(u, dl)
 
@@ -841,7 +841,7 @@ def resample_theta(state: DeepState, x, model: DeepModel, seed) -> DeepState:
     out = []
     for l, g in enumerate(model.geoms[:-1]):
         counts = tf.reduce_sum(tf.one_hot(state.z[l], g.n_states), axis=[1, 2])  # N, K, S
-        out.append(pretrain._log_dirichlet_sample(model.alpha[l] + counts, _fold(seed, l)))
+        out.append(pretrain.log_dirichlet_sample(model.alpha[l] + counts, fold_seed(seed, l)))
     return state._replace(log_theta=tuple(out))
 
 
@@ -850,7 +850,7 @@ def resample_pi(state: DeepState, x, model: DeepModel, seed) -> DeepState:
     on = tf.reduce_sum(state.on, axis=[1, 2])  # N, K
     total = float(model.top.hs * model.top.ws)
     counts = tf.stack([on, total - on], axis=-1)
-    return state._replace(log_pi=pretrain._log_dirichlet_sample(model.pi_prior + counts, seed))
+    return state._replace(log_pi=pretrain.log_dirichlet_sample(model.pi_prior + counts, seed))
 
 
 def resample_gamma_s(state: DeepState, x, model: DeepModel, seed) -> DeepState:
@@ -909,7 +909,7 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
     state, expected = resample_top(state, x, model, seed_top, mask, return_expected=True,
                                    fast=fast_bottom, svm_terms=svm_terms)
     for l in range(model.n_layers - 2, -1, -1):
-        state = resample_z(state, x, model, l, _fold(seed_z, l), mask, fast=fast_bottom)
+        state = resample_z(state, x, model, l, fold_seed(seed_z, l), mask, fast=fast_bottom)
     return state, expected
 
 
@@ -920,7 +920,7 @@ def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
     accept = [tf.constant(1.0)] * model.n_layers
     if update_globals:
         for l in range(model.n_layers):
-            state, accept[l] = resample_d(state, x, model, l, _fold(seeds[3], l), mask=mask,
+            state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds[3], l), mask=mask,
                                           n_leapfrog=n_leapfrog, adapt=adapt)
         state = resample_gamma_s(state, x, model, seeds[4])
     state = resample_theta(state, x, model, seeds[5])
@@ -958,7 +958,7 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
         # own stream folded from seeds[4]: the split stays at 8, so unsupervised chains
         # draw exactly what they drew before supervision existed
         stats["svm"] = deep_svm.resample_svm(svm, state.s_top, y, svm_hyper,
-                                             _fold(seeds[4], 0x5F3))
+                                             fold_seed(seeds[4], 0x5F3))
     return state, stats
 
 
@@ -997,7 +997,7 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             sl = slice(lo, min(lo + chunk, n))
             tc = None if terms is None else {**terms, "target": terms["target"][sl],
                                              "weight": terms["weight"][sl]}
-            s1, s2 = (seeds[1], seeds[2]) if c == 0 else (_fold(seeds[1], c), _fold(seeds[2], c))
+            s1, s2 = (seeds[1], seeds[2]) if c == 0 else (fold_seed(seeds[1], c), fold_seed(seeds[2], c))
             st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
             parts.append(st_c)
             expected.append(ex)
@@ -1005,7 +1005,7 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
         stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
         if svm is None:
             return state, stats
-        return state, svm_fn(svm, state.s_top, y, _fold(seeds[4], 0x5F3)), stats
+        return state, svm_fn(svm, state.s_top, y, fold_seed(seeds[4], 0x5F3)), stats
 
     return f
 

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
-from dgdm_tf.chain import check_finite
+from dgdm_tf.chain_parts import check_finite
 from dgdm_tf.compiled import compiled
 from dgdm_tf.deep_model import DeepModel
 
@@ -53,7 +53,7 @@ def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
     seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 5))
     state = state._replace(resid=G.residual(state, x, model, mask))
     for l in range(model.n_layers - 2, -1, -1):
-        state = G.resample_z(state, x, model, l, G._fold(seeds[0], l), mask)
+        state = G.resample_z(state, x, model, l, G.fold_seed(seeds[0], l), mask)
     state = G.resample_theta(state, x, model, seeds[1])
     state = G.resample_pi(state, x, model, seeds[2])
     state = G.resample_gamma_e(state, x, model, seeds[3], mask)
@@ -99,7 +99,7 @@ def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
 def q_value(state: G.DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.Tensor:
     """Q of the current sample, per image (N,): the M-step's objective."""
     rec = G.reconstruct(state._replace(s_top=w * state.on), model)
-    r = G._masked(x - rec, mask)
+    r = G.masked(x - rec, mask)
     lp = state.log_pi
     return (-0.5 * state.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3])
             - 0.5 * gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from dgdm_tf.plots import _save  # noqa: E402
+from dgdm_tf.plots import save_figure  # noqa: E402
 
 
 def _show(ax, img: np.ndarray, scale: str = "own", hidden: np.ndarray | None = None) -> None:
@@ -56,7 +56,7 @@ def plot_image_grid(images: np.ndarray, path: str | os.PathLike, title: str, *,
         if labels is not None:
             ax.set_title(labels[i], fontsize=6)
     fig.suptitle(title, fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_inpainting(x: np.ndarray, mask: np.ndarray, recons: dict[str, np.ndarray],
@@ -74,7 +74,7 @@ def plot_inpainting(x: np.ndarray, mask: np.ndarray, recons: dict[str, np.ndarra
         axes[r, 0].text(-0.1, 0.5, name, transform=axes[r, 0].transAxes, ha="right",
                         va="center", fontsize=7)
     fig.suptitle(title, fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
@@ -100,7 +100,7 @@ def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> 
         ax.set_title(name, fontsize=9)
     fig.suptitle(title + " (dashed: end of burn-in)", fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_confusion(labels: np.ndarray, predicted: np.ndarray, n_classes: int,
@@ -119,7 +119,7 @@ def plot_confusion(labels: np.ndarray, predicted: np.ndarray, n_classes: int,
     err = 100.0 * (1.0 - np.trace(cm) / max(cm.sum(), 1))
     ax.set_title(f"{title}\n{cm.sum()} test images, error {err:.2f}%", fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_image_pair(left: np.ndarray, right: np.ndarray, labels: tuple[str, str],
@@ -138,7 +138,7 @@ def plot_image_pair(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]
         axes[0, side * (cols + 1)].set_title(labels[side], fontsize=8, loc="left")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_mcem_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
@@ -154,4 +154,4 @@ def plot_mcem_trace(rows: list[dict], path: str | os.PathLike, title: str) -> No
         ax.set_title(name, fontsize=9)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)

@@ -195,7 +195,7 @@ def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
                                     st.s_top.shape[1:], svm_hyper)
         st, _ = G.local_steps(st, x, model, seeds[1], seeds[2], svm_terms=terms)
         st, _ = G.global_steps(st, x, model, seeds, update_globals=False)
-        lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, G._fold(seeds[4], 0x5F3))
+        lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, G.fold_seed(seeds[4], 0x5F3))
         return st, lam
 
     return compiled(f, reduce_retracing=True)

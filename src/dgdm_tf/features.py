@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import anneal
-from dgdm_tf.chain import check_finite
+from dgdm_tf.chain_parts import check_finite
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.mixing import map_distance
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn

@@ -40,7 +40,7 @@ def resample_globals(st: G.DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model:
     scaled = st._replace(gamma_e=ge * r)
     acc = []
     for l in range(model.n_layers):
-        scaled, a = G.resample_d(scaled, x, model, l, tf.cast(G._fold(seeds[0], l), tf.int32),
+        scaled, a = G.resample_d(scaled, x, model, l, tf.cast(G.fold_seed(seeds[0], l), tf.int32),
                                  n_leapfrog=n_leapfrog, adapt=adapt)
         acc.append(float(a))
     st = scaled._replace(gamma_e=ge)

@@ -22,7 +22,8 @@ import seaborn as sns  # noqa: E402
 from dgdm_tf import atomic_io  # noqa: E402
 
 
-def _save(fig, path: str | os.PathLike) -> None:
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Write ``fig`` to ``path`` as a PNG, atomically, and close it."""
     with atomic_io.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -58,7 +59,7 @@ def plot_dictionary(d: np.ndarray, path: str | os.PathLike, title: str,
             ax.set_title(f"{usage[kk]:.2f}", fontsize=6)
     fig.suptitle(title + (" (titles: fraction of blocks on)" if usage is not None else ""),
                  fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
@@ -73,7 +74,7 @@ def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
         ax.set_ylabel(label)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_activity(activity: np.ndarray, ink: np.ndarray, r: float,
@@ -90,7 +91,7 @@ def plot_activity(activity: np.ndarray, ink: np.ndarray, r: float,
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(f"{title}\nactivity-ink correlation r = {r:.3f}", fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def _machine_text(machine: dict | str | None) -> str:
@@ -163,7 +164,7 @@ def plot_error_vs_time(runs: dict, path: str | os.PathLike, title: str, *,
         notes.append("Not shown: " + "; ".join(f"{labels.get(k, k)} ({v})"
                                                 for k, v in missing.items()) + ".")
     _caption(fig, notes + [_machine_text(machine)])
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_scaling(rows, path: str | os.PathLike, *,
@@ -208,4 +209,4 @@ def plot_scaling(rows, path: str | os.PathLike, *,
                  fontsize=9)
     fig.tight_layout()
     _caption(fig, [_machine_text(machine)])
-    _save(fig, path)
+    save_figure(fig, path)

@@ -172,7 +172,7 @@ def _log_gamma_sample(shape_param, seed):
     return tf.math.log(g) + tf.math.log(u) / shape_param
 
 
-def _log_dirichlet_sample(alpha, seed):
+def log_dirichlet_sample(alpha, seed):
     lg = _log_gamma_sample(alpha, seed)
     return lg - tf.reduce_logsumexp(lg, axis=-1, keepdims=True)
 
@@ -265,7 +265,7 @@ def initial_locals(x, model: LayerModel, init_off: float = 0.9,
 # Conditionals
 # ---------------------------------------------------------------------------------------
 
-def _colour_tiles(resid, g: LayerGeometry, a, b):
+def colour_tiles(resid, g: LayerGeometry, a, b):
     """The footprints of colour (a, b)'s blocks in the residual, one row per block:
     (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint. ``a``, ``b``
     may be tensors (a scan order drawn at run time)."""
@@ -279,8 +279,8 @@ def _colour_tiles(resid, g: LayerGeometry, a, b):
     return tf.reshape(reg, [n * g.nch * g.ncw, g.fh * g.fw * g.c])
 
 
-def _tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
-    """Inverse placement of :func:`_colour_tiles` (zeros elsewhere), on the padded grid."""
+def tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
+    """Inverse placement of :func:`colour_tiles` (zeros elsewhere), on the padded grid."""
     t = tf.reshape(tiles, [n, g.nch, g.ncw, g.fh, g.fw, g.c])
     t = tf.transpose(t, [0, 1, 3, 2, 4, 5])
     t = tf.pad(t, [[0, 0], [0, 0], [0, g.tile_h - g.fh], [0, 0], [0, g.tile_w - g.fw], [0, 0]])
@@ -362,7 +362,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         # constant and recompile the sweep on every call
         valid = tf.gather(valid_col, ci)
         real = tf.gather(real_col, ci)
-        tiles0 = _colour_tiles(resid, g, a, b)
+        tiles0 = colour_tiles(resid, g, a, b)
         s_ab = tf.gather(s_col, ci)
         order = map_orders[slot]
         s_out = tf.TensorArray(tf.float32, size=g.k)
@@ -404,7 +404,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         _, tiles, s_out, z_out, e_out = tf.while_loop(
             lambda i, *_: i < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
             parallel_iterations=1)
-        resid = resid + _tiles_to_residual(tiles - tiles0, g, a, b, n)
+        resid = resid + tiles_to_residual(tiles - tiles0, g, a, b, n)
         s_new_c.append(s_out.stack())
         z_new_c.append(z_out.stack())
         if return_expected_pool:
@@ -490,7 +490,7 @@ def resample_theta(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) 
     if g.n_states != model.alpha.shape[0]:  # spike-slab top layer: states (on, off)
         raise AssertionError("Dirichlet prior size does not match the block states")
     alpha = model.alpha + tf.transpose(counts, [1, 0, 2])
-    return state._replace(log_theta=_log_dirichlet_sample(alpha, seed))
+    return state._replace(log_theta=log_dirichlet_sample(alpha, seed))
 
 
 def active_mask(state: PretrainState, model: LayerModel) -> tf.Tensor:

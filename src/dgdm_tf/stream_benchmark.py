@@ -35,7 +35,7 @@ def measure(spec: dict) -> dict:
     which also traces); the chain's state folder is removed after."""
     import tensorflow as tf
 
-    from dgdm_tf import benchmark, chain
+    from dgdm_tf import chain, process_memory
     from dgdm_tf.compiled import compiled
     from dgdm_tf.layout import LayerGeometry
     from dgdm_tf.ops import full_conv, full_conv_adjoint
@@ -57,7 +57,7 @@ def measure(spec: dict) -> dict:
         hyper=spec.get("hyper"), checkpoint_dir=workdir, checkpoint_every=10 ** 9,
         batch_size=bs, start=RidgeStart.from_config(spec.get("start")), progress=note)
     wall = time.perf_counter() - t0
-    peak = benchmark.peak_rss_mb()
+    peak = process_memory.peak_rss_mb()
     disk = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
     shutil.rmtree(workdir, ignore_errors=True)
     sweep_s = [r["seconds"] for r in out["trace"]]
