@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dgdm_tf import benchmark, cnn, plots, tables
-from test_workflow import fake_mnist
+from _workflow import fake_mnist
 
 TINY = [{"dict_size": 8, "n_dict": 6, "pool": 3}, {"dict_size": 6, "n_dict": 8, "pool": 1}]
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _caltech_files import caltech_members, write_tar
 
 try:
     from dgdm_tf import data
@@ -553,43 +554,17 @@ def test_select_subset():
 # -------------------------------------------------------------------------------------
 # Caltech 101 / 256: per-class training sizes, resize, local contrast normalisation
 # -------------------------------------------------------------------------------------
-def _png(rng, h, w, gray=False):
-    import tensorflow as tf
-
-    img = rng.integers(0, 256, (h, w, 1 if gray else 3), dtype=np.uint8)
-    return tf.io.encode_png(img).numpy()
-
-
-def _caltech_members(rng, classes):
-    """{archive path: png bytes} for classes {folder: n images}, varied sizes, some grey."""
-    return {f"{folder}/{folder.rsplit('/', 1)[-1].split('.')[-1]}_{i:04d}.png": _png(rng, 20 + 3 * i, 25 - 2 * i, gray=i == 1)
-            for folder, n in classes.items() for i in range(n)}
-
-
-def _write_tar(target, members, mode="w"):
-    """A tar at ``target`` (a path or a binary file object)."""
-    import io
-    import tarfile
-
-    kw = {"fileobj": target} if hasattr(target, "write") else {"name": target}
-    with tarfile.open(mode=mode, **kw) as tar:
-        for name, payload in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(payload)
-            tar.addfile(info, io.BytesIO(payload))
-
-
 def test_caltech256_per_class_split_resize_and_lcn(tmp_path):
     """From the tar and from its extracted folder alike: clutter left out, train_per_class
     images of each class for training (seeded), the rest for testing, every image resized
     to image_size in RGB and contrast-normalised (mean ~0 per image)."""
     rng = np.random.default_rng(5)
-    members = _caltech_members(rng, {"256_ObjectCategories/001.ak47": 5,
-                                      "256_ObjectCategories/002.bat": 4,
-                                      "256_ObjectCategories/257.clutter": 3})
+    members = caltech_members(rng, {"256_ObjectCategories/001.ak47": 5,
+                                    "256_ObjectCategories/002.bat": 4,
+                                    "256_ObjectCategories/257.clutter": 3})
     raw = tmp_path / "raw"
     raw.mkdir()
-    _write_tar(raw / "256_ObjectCategories.tar", members)
+    write_tar(raw / "256_ObjectCategories.tar", members)
     spec = {"kind": "caltech256", "train_per_class": 2, "image_size": [16, 16]}
     summary = data.prepare_dataset("c256", spec, str(raw), str(tmp_path / "a.npz"), seed=3)
     a = data.load_prepared(str(tmp_path / "a.npz"))
@@ -621,10 +596,10 @@ def test_caltech101_from_the_zip(tmp_path, monkeypatch):
     fname, url, _size, _sha = info["files"][0]
     monkeypatch.setitem(data._TFDS_SETS, "caltech101", {**info, "files": [(fname, url, None, None)]})
     rng = np.random.default_rng(6)
-    members = _caltech_members(rng, {"101_ObjectCategories/Faces": 4,
-                                     "101_ObjectCategories/accordion": 3})
+    members = caltech_members(rng, {"101_ObjectCategories/Faces": 4,
+                                    "101_ObjectCategories/accordion": 3})
     buf = io.BytesIO()
-    _write_tar(buf, members, mode="w:gz")
+    write_tar(buf, members, mode="w:gz")
     manual = tmp_path / "raw" / "tfds" / "downloads" / "manual"
     manual.mkdir(parents=True)
     with zipfile.ZipFile(manual / fname, "w") as z:

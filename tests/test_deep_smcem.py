@@ -12,9 +12,8 @@ import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf import deep_smcem as M
-from dgdm_tf.deep_model import DeepModel, generate
-
-HYPER = {"a_e": 1.0, "b_e": 1.0, "a_w": 1.0, "b_w": 1.0, "dict_prior_precision": 1.0}
+from dgdm_tf.deep_model import DeepModel
+from _smcem_model import HYPER, LAYERS, SVM, known_model_data, labelled
 
 
 def _samples(layers, shape, n=3, seed=0, k=2):
@@ -57,22 +56,6 @@ def test_rmsprop_step_raises_the_sampled_q():
     assert float(M.sampled_q(d1, samples, x, model, 10)) > q0
 
 
-LAYERS = [{"dict_size": 3, "n_dict": 2, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]
-
-
-def _known_model_data(n, seed=0, noise=0.05):
-    model = DeepModel((10, 10, 1), LAYERS, HYPER)
-    rng = np.random.default_rng(seed)
-    d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
-    d = [v / np.linalg.norm(v.reshape(-1, v.shape[-1]), axis=0) for v in d]
-    gt, g0 = model.top, model.geoms[0]
-    s = (rng.random((n, gt.hs, gt.ws, gt.k)) < 0.5) * rng.normal(size=(n, gt.hs, gt.ws, gt.k)) * 2
-    z = rng.integers(0, g0.n_states - 1, size=(n, g0.nbh, g0.nbw, g0.k)).astype(np.int32)
-    x = np.asarray(generate(tf.constant(s, tf.float32), model, [tf.constant(v) for v in d],
-                            [tf.constant(z)]))
-    return model, d, (x + noise * rng.normal(size=x.shape)).astype(np.float32)
-
-
 def _best_cosines(est, true):
     """Per true element, the best |cosine| over the estimated elements (sign, order free)."""
     e = est.reshape(-1, est.shape[-1])
@@ -89,7 +72,7 @@ def test_training_recovers_the_dictionary_from_a_perturbed_start():
     finds one of the two layer-1 elements (0.997) and not the other (0.64): the
     objective has local optima that a tiny model does not average out; the paper too
     reports MCEM from the prior only for ImageNet's many images."""
-    model, d_true, x = _known_model_data(300)
+    model, d_true, x = known_model_data(300)
     rng = np.random.default_rng(9)
     start = [v + 0.6 * rng.normal(size=v.shape).astype(np.float32) * np.linalg.norm(v) / np.sqrt(v.size)
              for v in d_true]
@@ -103,17 +86,6 @@ def test_training_recovers_the_dictionary_from_a_perturbed_start():
     assert q[-20:].mean() > q[:20].mean()
 
 
-
-def _labelled(n, seed):
-    """Images of the tiny model; the label says which layer-2 element is the stronger."""
-    model, d_true, x = _known_model_data(n, seed=seed)
-    proj = np.einsum("nhwc,hwck->nk", x[:, :3, :3, :], d_true[0][:, :, :, :])
-    return d_true, x, (proj[:, 0] > proj[:, 1]).astype(np.int64)
-
-
-SVM = {"hyper": {"gamma": 1.0, "kappa": 0.5, "bias_var": 100.0}, "start": 1, "step_power": 0.7}
-
-
 @pytest.mark.slow
 def test_supervised_training_and_averaging_resume_exactly(tmp_path):
     """The supervised model (SVM in the E-step, beta's closed-form M-step from iteration
@@ -121,7 +93,7 @@ def test_supervised_training_and_averaging_resume_exactly(tmp_path):
     kept samples are finite and differ from the start (the chain moves)."""
     from dgdm_tf import model_averaging as A
 
-    d_true, x, y = _labelled(32, seed=5)
+    d_true, x, y = labelled(32, seed=5)
     kw = dict(seed=3, iterations=5, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER, y=y,
               n_classes=2, svm=SVM, dictionaries=d_true, progress=None, checkpoint_every=2)
     full = M.run_mcem(x, LAYERS, **kw)

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from dgdm_tf import deep_gibbs as G
 from dgdm_tf import deep_smcem as M
-from test_deep_smcem import HYPER, LAYERS, _known_model_data
+from _smcem_model import known_model_data
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_shard_gradients_sum_to_the_whole_batch():
     """grad_delta of each half with N/2 as its total, summed, plus the prior's D once
     more, equals grad_delta of the whole batch (the same samples): the replicas' sum."""
-    model, d_true, x = _known_model_data(8, seed=1)
+    model, d_true, x = known_model_data(8, seed=1)
     d = [tf.constant(v) for v in d_true]
     samples = M.e_step(x, d, model, tf.constant([1, 2], tf.int64), sweeps=2, n_samples=2,
                        gamma_s=1.0)
@@ -49,9 +49,9 @@ SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np
-    from test_deep_smcem import _labelled, LAYERS, HYPER, SVM
+    from _smcem_model import labelled, LAYERS, HYPER, SVM
     from dgdm_tf import deep_smcem as M
-    d_true, x, y = _labelled(32, seed=5)
+    d_true, x, y = labelled(32, seed=5)
     kw = dict(seed=3, iterations=2, batch_size=16, sweeps=1, lr=0.02, hyper=HYPER, y=y,
               n_classes=2, svm={{**SVM, "start": 0}}, dictionaries=d_true, progress=None,
               devices=["/cpu:0", "/cpu:1"])

@@ -16,7 +16,7 @@ from dgdm_tf import deep_gibbs as G
 from dgdm_tf import svm as S
 from dgdm_tf.deep_model import DeepModel, generate
 from dgdm_tf.svm import BayesianSVM
-from test_deep_gibbs import GEWEKE_HYPER, _forward, _stats, geweke_chains, redraw_x
+from _deep_geweke import GEWEKE_HYPER, forward_draws, joint_stats, geweke_chains, redraw_x
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
 GEWEKE_SVM = deep_svm.SvmHyper(gamma=0.1, a_kappa=3.0, b_kappa=3.0, bias_var=1.0, kappa=1.0)
@@ -29,7 +29,7 @@ def _forward_supervised(rng, model: DeepModel, y, mean, std, hyper=GEWEKE_SVM):
     <= 1), then lambda | c from its conditional and X from the likelihood."""
     c_, f = y.shape[0], mean.size
     while True:
-        st, x, rec = _forward(rng, model, y.shape[1])
+        st, x, rec = forward_draws(rng, model, y.shape[1])
         kappa = rng.gamma(hyper.a_kappa, 1.0 / hyper.b_kappa, size=c_)
         omega = rng.exponential(1.0 / kappa[:, None], size=(c_, f))
         beta = np.concatenate([rng.normal(size=(c_, f)) * np.sqrt(omega),
@@ -51,7 +51,7 @@ def _svm_stats(st, svm, x, rec, model, y):
              1.0 / (1.0 + lam[0, 0]), 1.0 / (1.0 + lam[1, 1]),  # bounded: lambda is heavy-tailed
              np.tanh(y[0, 0] * m[0, 0]), np.tanh(y[1, 1] * m[1, 1]), np.tanh(np.sum(y * m)),
              np.log(svm.omega.numpy()[0, 1])]
-    return np.concatenate([_stats(st, x, rec, model), extra])
+    return np.concatenate([joint_stats(st, x, rec, model), extra])
 
 
 @pytest.mark.slow

@@ -121,7 +121,7 @@ def test_encoder_rejects_bad_arguments():
 def test_workflow_plans_the_encoder_row_and_the_cnn_peers(tmp_path_factory):
     """Dry run of the smoke config: the encoder's features and its SVM, and a CNN at the
     sizes of each Gibbs row whose images differ from the dataset's subsets."""
-    from test_workflow import REPO, copy_repo, planned_jobs, snakemake, write_config
+    from _workflow import REPO, copy_repo, planned_jobs, snakemake, write_config
 
     repo = copy_repo(tmp_path_factory.mktemp("repo_encoder"))
     jobs = planned_jobs(repo, "results/tables.md", repo / "config" / "smoke.yaml")

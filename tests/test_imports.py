@@ -97,3 +97,19 @@ def test_the_library_has_no_import_cycle():
 def test_no_module_uses_another_modules_private_names():
     _, private = import_graph()
     assert private == {}, f"private names used across modules: {private}"
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared test helpers live in tests/_*.py, not in another test module (importing a
+    test module runs its collection side effects and ties two test files together)."""
+    tests = Path(__file__).resolve().parent
+    offenders = {}
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            # the child scripts some tests write are strings, so only real imports count
+            bad = [n for n in names if n.split(".")[0].startswith("test_")]
+            if bad:
+                offenders.setdefault(path.name, []).extend(bad)
+    assert offenders == {}

@@ -10,9 +10,9 @@ from dgdm_tf import chain, chain_stream
 from dgdm_tf import pretrain as P
 from dgdm_tf import pretrain_stream as S
 from dgdm_tf.layout import LayerGeometry
-from test_deep_gibbs import geweke_chains
-from test_pretrain import (GEWEKE_HYPER, _forward_data, _forward_params, _match_cosine,
-                           _stats, recovery_data)
+from _deep_geweke import geweke_chains
+from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
+                           layer_stats, recovery_data)
 
 
 def _chain_state(n=6, seed=0):
@@ -75,11 +75,11 @@ def test_geweke_streamed_sweep():
                 for i in range(n)]
 
     def start(c):
-        prm = _forward_params(rng, geom, model, n)
-        x = _forward_data(rng, geom, prm)
+        prm = forward_params(rng, geom, model, n)
+        x = forward_data(rng, geom, prm)
         glob = S.StreamGlobals(d=tf.constant(prm["d"]), gamma_w=tf.constant(prm["gamma_w"]),
                                seed=tf.constant([2025, c]))
-        return (glob, locals_of(prm), x), _stats(prm, x, geom, model)
+        return (glob, locals_of(prm), x), layer_stats(prm, x, geom, model)
 
     def advance(carry):
         glob, locs, x = carry
@@ -97,8 +97,8 @@ def test_geweke_streamed_sweep():
                "gamma_w": glob.gamma_w.numpy(),
                "log_theta": np.concatenate([loc["log_theta"] for loc in new]),
                "gamma_e": np.concatenate([loc["gamma_e"] for loc in new])}
-        x = _forward_data(rng, geom, prm)
-        return (glob, locals_of(prm), x), _stats(prm, x, geom, model), 1.0
+        x = forward_data(rng, geom, prm)
+        return (glob, locals_of(prm), x), layer_stats(prm, x, geom, model), 1.0
 
     zscore, _ = geweke_chains(start, advance, chains=300, steps=20)
     assert np.all(np.abs(zscore) < 4.0), zscore
@@ -113,7 +113,7 @@ def test_streamed_chain_recovers_known_dictionary(tmp_path):
     out = chain.run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,
                                    collect=10, dict_init="prior", progress=None,
                                    batch_size=125, checkpoint_dir=tmp_path)
-    cos = _match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
+    cos = match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
     assert cos >= 0.9, cos
     assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)
     assert out["x_next"].shape[0] == len(x) and out["gamma_e"].shape == (len(x),)

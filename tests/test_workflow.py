@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -19,45 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from _workflow import (REPO, copy_repo, dry_run_error, load_config, planned_jobs, smoke_config,
+                       snakemake, write_config)
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIGS = ["config.yaml", "paper.yaml", "smoke.yaml"]
-_IGNORE = shutil.ignore_patterns("results", "data", ".snakemake", ".git", "__pycache__",
-                                 "*.egg-info", ".pytest_cache", "build")
-
-
-def copy_repo(dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "workflow", "config", "profiles", "src", "pyproject.toml"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=_IGNORE)
-        else:
-            shutil.copy2(src, dest / name)
-    return dest
-
-
-def snakemake(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def planned_jobs(repo: Path, target: str, config) -> dict:
-    """`snakemake -n target`: how many jobs of each rule it would run (its job stats)."""
-    r = snakemake(repo, "-n", target, "--configfile", str(config))
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
-
-
-def write_config(path: Path, cfg: dict) -> Path:
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-def load_config(name: str) -> dict:
-    return yaml.safe_load((REPO / "config" / name).read_text())
 
 
 @pytest.fixture(scope="module")
@@ -99,40 +63,30 @@ def test_dry_run_default_target_and_single_ablation(repo):
     assert "rule svm:" in out and "rule tables:" not in out
 
 
-# --------------------------------------------------------------------- bad configs
-def _bad(repo: Path, tmp_path: Path, edit) -> str:
-    cfg = load_config("config.yaml")
-    edit(cfg)
-    path = write_config(tmp_path / "bad.yaml", cfg)
-    r = snakemake(repo, "-n", "results/tables.md", "--configfile", str(path))
-    assert r.returncode != 0
-    return r.stdout + r.stderr
-
-
 def test_negative_burn_in_names_the_key(repo, tmp_path):
-    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"]["pretrain"].update(burn_in=-3))
+    out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"]["pretrain"].update(burn_in=-3))
     assert "`datasets.mnist.pretrain.burn_in`" in out
     assert ">= 0" in out and "-3" in out
 
 
 def test_unknown_kind_names_the_key_and_the_choices(repo, tmp_path):
-    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(kind="mnistt"))
+    out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(kind="mnistt"))
     assert "`datasets.mnist.kind`" in out and "'cifar10'" in out and "'npz'" in out
 
 
 def test_unknown_key_is_named(repo, tmp_path):
-    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"]["svm"].update(burnin=3))
+    out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"]["svm"].update(burnin=3))
     assert "'burnin'" in out and "`datasets.mnist.svm`" in out and "burn_in" in out
 
 
 def test_top_layer_must_not_pool(repo, tmp_path):
-    out = _bad(repo, tmp_path,
-               lambda c: c["datasets"]["mnist"]["model"]["layers"][-1].update(pool=2))
+    out = dry_run_error(repo, tmp_path,
+                        lambda c: c["datasets"]["mnist"]["model"]["layers"][-1].update(pool=2))
     assert "`datasets.mnist.model.layers[1].pool`" in out
 
 
 def test_unknown_method_is_rejected(repo, tmp_path):
-    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(methods=["supervisd"]))
+    out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(methods=["supervisd"]))
     assert "`datasets.mnist.methods[0]`" in out and "pretrained_svm" in out
 
 
@@ -164,44 +118,6 @@ def test_missing_cifar10_gives_dataset_missing_error(repo, tmp_path):
                                     "raw_dir": str(raw), "download": False})
     assert "DatasetMissingError" in out
     assert "cifar-10-binary.tar.gz" in out and "is not on disk" in out
-
-
-# ---------------------------------------------------- smoke config, end to end
-def fake_mnist(path: Path, n_train: int = 600, n_test: int = 300, seed: int = 0) -> Path:
-    """An MNIST-shaped set (28x28x1 in [0, 1], 10 classes): each class a fixed random
-    pattern of a few strokes, shifted by up to 2 pixels, with noise. Learnable, tiny."""
-    rng = np.random.default_rng(seed)
-    templates = np.zeros((10, 28, 28), np.float32)
-    for c in range(10):
-        for _ in range(3):
-            r0, c0 = rng.integers(6, 22, size=2)
-            dr, dc = rng.integers(-1, 2, size=2)
-            for t in range(8):
-                r, cc = np.clip(r0 + dr * t, 4, 23), np.clip(c0 + dc * t, 4, 23)
-                templates[c, r - 1:r + 2, cc - 1:cc + 2] = 1.0
-
-    def make(n):
-        y = rng.integers(0, 10, size=n)
-        x = np.zeros((n, 28, 28), np.float32)
-        for i, c in enumerate(y):
-            sr, sc = rng.integers(-2, 3, size=2)
-            x[i] = np.roll(np.roll(templates[c], sr, axis=0), sc, axis=1)
-        x = np.clip(x + 0.1 * rng.standard_normal(x.shape).astype(np.float32), 0, 1)
-        return (x * 255).astype(np.uint8), y.astype(np.int64)
-
-    x_train, y_train = make(n_train)
-    x_test, y_test = make(n_test)
-    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
-    return path
-
-
-def smoke_config(tmp: Path, **pretrain) -> Path:
-    """config/smoke.yaml on the fake MNIST .npz (offline), as `mnist_smoke`."""
-    cfg = load_config("smoke.yaml")
-    block = cfg["datasets"]["mnist_smoke"]
-    block.update(kind="npz", path=str(fake_mnist(tmp / "fake_mnist.npz")), raw_dir=str(tmp))
-    block["pretrain"].update(pretrain)
-    return write_config(tmp / "smoke_offline.yaml", cfg)
 
 
 @pytest.fixture(scope="module")
@@ -368,6 +284,31 @@ def read_report(path: Path) -> tuple[dict, str, set]:
                 results[p].update(category=cat, subcategory=sub)
     front = json.loads(re.search(r"var workflow_desc = (.*?);\n", html, re.S).group(1))
     return results, front, {n[len(folder) + 1:] for n in names}
+
+
+@pytest.mark.slow
+def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_factory):
+    """The same config and seed in a second clone: every npz, metrics file, table and
+    figure of the data set is the same bit for bit (timings aside;
+    experiments/determinism/compare_results.py). Before the compiled steps turned off
+    Grappler's arithmetic optimizer, the top-down features differed between runs."""
+    import importlib.util
+
+    repo, cfg = smoke_run
+    again = copy_repo(tmp_path_factory.mktemp("smoke_again"))
+    r = snakemake(again, "--cores", "2", "results/tables.md", "--configfile", str(cfg), timeout=900)
+    assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:]
+    spec = importlib.util.spec_from_file_location(
+        "compare_results", REPO / "experiments" / "determinism" / "compare_results.py")
+    cmp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cmp)
+    a, b = repo / "results", again / "results"
+    # the first run also made results/benchmarks.md: compare what the second one made
+    files = [p.relative_to(b) for p in b.rglob("*") if p.is_file()
+             and not set(p.relative_to(b).parts[:-1]) & cmp.SKIP_DIRS and p.name not in cmp.SKIP_FILES]
+    differ = {str(f): cmp.compare_file(a / f, b / f) for f in files}
+    assert {f: d for f, d in differ.items() if d} == {}
+    assert len(files) > 50 and sum(f.suffix == ".npz" for f in files) > 10
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from test_workflow import _bad, copy_repo, smoke_config, snakemake, write_config
+from _workflow import dry_run_error, copy_repo, smoke_config, snakemake, write_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -37,7 +37,7 @@ def test_default_run_schedules_the_cnn_its_figure_and_benchmarks(repo):
 
 
 def test_bad_cnn_key_is_named(repo, tmp_path):
-    out = _bad(repo, tmp_path, lambda c: c["datasets"]["mnist"]["cnn"].update(dropout=1.5))
+    out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"]["cnn"].update(dropout=1.5))
     assert "`datasets.mnist.cnn.dropout`" in out and "1.5" in out
 
 

@@ -21,8 +21,8 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from test_data import _caltech_members, _write_tar
-from test_workflow import copy_repo, load_config, snakemake, write_config
+from _caltech_files import caltech_members, write_tar
+from _workflow import copy_repo, load_config, snakemake, write_config
 
 CIFAR_LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 4, "n_dict": 4, "pool": 1}]
 
@@ -96,10 +96,10 @@ def tfds_caltech101(data_dir: Path, classes=("accordion", "anchor"), n: int = 31
 def caltech256_tar(raw: Path) -> Path:
     """A fake ``256_ObjectCategories.tar`` in ``raw``: 3 classes of 5 images and the
     clutter class (left out), by test_data's archive writers."""
-    members = _caltech_members(np.random.default_rng(3), {
+    members = caltech_members(np.random.default_rng(3), {
         f"256_ObjectCategories/{c}": 5 for c in ("001.ak47", "002.bat", "003.backpack", "257.clutter")})
     raw.mkdir(parents=True)
-    _write_tar(raw / "256_ObjectCategories.tar", members)
+    write_tar(raw / "256_ObjectCategories.tar", members)
     return raw
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from test_workflow import copy_repo, load_config, snakemake, write_config
+from _workflow import copy_repo, load_config, snakemake, write_config
 
 TINY_LAYERS = [{"dict_size": 3, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 4, "pool": 1}]
 
