@@ -13,8 +13,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-_IGNORE = shutil.ignore_patterns("results", "data", ".snakemake", ".git", "__pycache__",
-                                 "*.egg-info", ".pytest_cache", "build")
+# copy_repo copies named top-level entries, so the outputs (results/) and raw data (data/)
+# are never among them; src/dgdm_tf/data/ is code and must be copied
+_IGNORE = shutil.ignore_patterns(".snakemake", ".git", "__pycache__", "*.egg-info", ".pytest_cache",
+                                 "build")
 
 
 def copy_repo(dest: Path) -> Path:

