@@ -115,6 +115,16 @@ def test_the_library_has_no_import_cycle():
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
 
 
+def test_the_library_imports_itself_by_absolute_names():
+    """``from dgdm_tf.x import y``, never ``from . import y``: a relative import means
+    another module once a file moves into a subpackage (and the checks above read
+    absolute imports)."""
+    relative = [f"{p.relative_to(PACKAGE)}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
+                for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.ImportFrom) and n.level > 0]
+    assert relative == []
+
+
 def test_no_module_uses_another_modules_private_names():
     _, private = import_graph()
     assert private == {}, f"private names used across modules: {private}"

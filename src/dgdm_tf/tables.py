@@ -37,7 +37,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
+from dgdm_tf.paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 
 #: methods the workflow has rules for (keep in sync with the config schema's enum)
 IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "pretrained_block_svm", "encoder_svm",
