@@ -26,15 +26,17 @@ def _write_run(root: Path, seconds: float, features: np.ndarray) -> Path:
          "wall_seconds_by_step": {"svm": seconds}}))
     (root / "mnist" / "trace.tsv").write_text(f"sweep\tlog_lik\tseconds\n1\t-3.5\t{seconds}\n")
     (root / "logs" / "svm.log").write_text(f"took {seconds} s\n")
+    wall = f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    (root / "tables.md").write_text(f"| pretrained | 1.50 | 1.42 | {wall} |\n")
     return root
 
 
 def test_runs_that_differ_only_in_timings_agree(tmp_path, capsys):
     f = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
     a = _write_run(tmp_path / "a", 12.0, f)
-    b = _write_run(tmp_path / "b", 31.0, f.copy())
+    b = _write_run(tmp_path / "b", 62.0, f.copy())  # "12.0 s" against "1 min 02 s"
     assert cmp.main(["x", str(a), str(b)]) == 0
-    assert "3 files compared, 0 differ" in capsys.readouterr().out
+    assert "4 files compared, 0 differ" in capsys.readouterr().out
 
 
 def test_one_changed_bit_and_a_missing_file_are_found(tmp_path, capsys):

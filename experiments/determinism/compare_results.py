@@ -27,8 +27,9 @@ TIMING = re.compile(r"(seconds|_s$|^s$|time|per_s|images_s|rate|date|eta|elapsed
 SKIP_DIRS = {"benchmarks", "logs"}
 #: figures whose axes are measured times
 SKIP_FILES = {"error_vs_time.png"}
-#: text lines that report time (the tables' and reports' "took ..." lines)
-TIMING_LINE = re.compile(r"(\d+(\.\d+)?\s*(s|min|h|seconds|minutes)\b|\d{4}-\d{2}-\d{2})")
+#: in text lines (the tables' wall-time column), durations such as "59.1 s" or
+#: "1 min 02 s", and dates
+TIMING_LINE = re.compile(r"((\d+(\.\d+)?\s*(s|min|h|seconds|minutes)\b\s*)+|\d{4}-\d{2}-\d{2})")
 
 
 def _json_strip(v):
