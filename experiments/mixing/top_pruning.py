@@ -8,6 +8,11 @@ Test time only: the kept maps are the ones learned beside all 200. Run after
 ``snakemake results/mnist/pretrain/layer2.npz``:
 
     python experiments/mixing/top_pruning.py results/mnist 1000 500 200 117 60 30
+
+2026-11-25, the default run of 5eb4645 (layer-1 split probe 9.80 %): K = 200 / 117 / 60 / 30
+-> signed probe 32.2 / 20.2 / 22.6 / 27.0 %, split 35.2 / 36.4 / 27.2 / 30.6 %, top units
+above 1e-3 0.012 / 0.019 / 0.032 / 0.048 (500 test images: a standard error of about 2
+points at 20 %).
 """
 import sys
 import time
