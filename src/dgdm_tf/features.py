@@ -18,14 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf import anneal
-from dgdm_tf.chain_parts import check_finite
+from dgdm_tf.chain_parts import START_SALT, check_finite
 from dgdm_tf.layout import LayerGeometry
 from dgdm_tf.mixing import map_distance
 from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
 from dgdm_tf.ridge_start import RidgeStart, ridge_start
-
-
-_START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own stream
 
 
 def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
@@ -100,7 +97,7 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
             xt = tf.constant(xb)
             if start is not None:
                 st = ridge_start(st, xt, model, start,
-                                 tf.random.experimental.stateless_fold_in(bseed, _START_SALT),
+                                 tf.random.experimental.stateless_fold_in(bseed, START_SALT),
                                  fixed_gamma_w=True)
             acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
             cap_start = anneal_start * anneal.start_precision(xb)
