@@ -50,3 +50,19 @@ def test_one_changed_bit_and_a_missing_file_are_found(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "DIFFERS  mnist/svm/features.npz: array f: 1 of 32 entries differ" in out
     assert "ONLY IN A  mnist/extra.json" in out
+
+
+def test_names_that_only_contain_a_timing_word_are_compared(tmp_path, capsys):
+    """beta, theta and learning_rate hold 'eta', 'rate' or 'time'-like letters but are
+    model values: a change in them is a difference."""
+    for name, beta, rate in (("a", 1.0, 0.01), ("b", 1.5, 0.02)):
+        (tmp_path / name).mkdir()
+        np.savez(tmp_path / name / "model.npz", samples_beta=np.full(3, beta), log_theta=np.zeros(2),
+                 wall_seconds=np.float64(beta))
+        (tmp_path / name / "metrics.json").write_text(json.dumps(
+            {"learning_rate": rate, "test_images_per_s": 100 * rate, "nan": float("nan")}))
+    assert cmp.main(["x", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS  model.npz: array samples_beta: 3 of 3 entries differ" in out
+    assert "DIFFERS  metrics.json: /learning_rate: 0.01 vs 0.02" in out
+    assert "2 files compared, 2 differ" in out

@@ -5,14 +5,16 @@ one after a change that must not move the numbers):
     python experiments/determinism/compare_results.py /tmp/a/results /tmp/b/results
 
 Arrays (.npz), JSON, CSV/TSV, text and figures are compared exactly, except what measures
-time (any key or column whose name says seconds, time, rate or date; see ``TIMING``) and
-the folders of timings and logs (``SKIP_DIRS``) and figures of times (``SKIP_FILES``). Prints one line per file that differs,
-and where; exits 1 if any does, 0 if none.
+time: keys and columns whose name has the word seconds, elapsed, started, finished, date
+or rss, or ends in _per_s (``TIMING``), durations in text lines (``TIMING_LINE``), the
+folders of timings and logs (``SKIP_DIRS``) and figures of times (``SKIP_FILES``).
+Prints one line per file that differs, and where; exits 1 if any does, 0 if none.
 """
 from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -20,9 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: names of keys and columns whose values are wall-clock measurements
-TIMING = re.compile(r"(seconds|_s$|^s$|time|per_s|images_s|rate|date|eta|elapsed|minutes|rss|mem|"
-                    r"started|finished)", re.IGNORECASE)
+#: names of keys and columns whose values are wall-clock measurements (whole words of a
+#: snake_case name: "beta", "theta" or "learning_rate" are not timings)
+TIMING = re.compile(r"(^|_)(seconds|second|minutes|elapsed|finished|started|date|rss)(_|$)"
+                    r"|_per_s(econd)?$")
 #: folders written for timing and logs alone (Snakemake's benchmark: and log: files)
 SKIP_DIRS = {"benchmarks", "logs"}
 #: figures whose axes are measured times
@@ -59,7 +62,8 @@ def _first_json_diff(a, b, path="") -> str | None:
             if d:
                 return d
         return None
-    return None if a == b else f"{path}: {a!r} vs {b!r}"
+    both_nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+    return None if a == b or both_nan else f"{path}: {a!r} vs {b!r}"
 
 
 def compare_file(a: Path, b: Path) -> str | None:
@@ -79,9 +83,9 @@ def compare_file(a: Path, b: Path) -> str | None:
                 continue
             if x.shape != y.shape or x.dtype != y.dtype:
                 return f"array {k}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}"
-            differ = ~((x == y) | (np.isnan(x) & np.isnan(y))) if x.dtype.kind == "f" else (x != y)
+            differ = ~((x == y) | (np.isnan(x) & np.isnan(y))) if x.dtype.kind in "fc" else (x != y)
             if differ.any():
-                diff = np.abs(x.astype(np.float64) - y.astype(np.float64)) if x.dtype.kind in "fiu" else None
+                diff = np.abs(x.astype(np.complex128) - y.astype(np.complex128)) if x.dtype.kind in "fciu" else None
                 return (f"array {k}: {int(differ.sum())} of {x.size} entries differ"
                         + ("" if diff is None else f", by at most {np.nanmax(diff):.3g}"))
         return None
