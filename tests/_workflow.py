@@ -53,8 +53,8 @@ def load_config(name: str) -> dict:
     return yaml.safe_load((REPO / "config" / name).read_text())
 
 
-# --------------------------------------------------------------------- bad configs
 def dry_run_error(repo: Path, tmp_path: Path, edit) -> str:
+    """Dry run of the default config after ``edit(cfg)``: it must fail; its output."""
     cfg = load_config("config.yaml")
     edit(cfg)
     path = write_config(tmp_path / "bad.yaml", cfg)
@@ -63,7 +63,6 @@ def dry_run_error(repo: Path, tmp_path: Path, edit) -> str:
     return r.stdout + r.stderr
 
 
-# ---------------------------------------------------- smoke config, end to end
 def fake_mnist(path: Path, n_train: int = 600, n_test: int = 300, seed: int = 0) -> Path:
     """An MNIST-shaped set (28x28x1 in [0, 1], 10 classes): each class a fixed random
     pattern of a few strokes, shifted by up to 2 pixels, with noise. Learnable, tiny."""

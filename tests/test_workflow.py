@@ -63,6 +63,7 @@ def test_dry_run_default_target_and_single_ablation(repo):
     assert "rule svm:" in out and "rule tables:" not in out
 
 
+# --------------------------------------------------------------------- bad configs
 def test_negative_burn_in_names_the_key(repo, tmp_path):
     out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"]["pretrain"].update(burn_in=-3))
     assert "`datasets.mnist.pretrain.burn_in`" in out
@@ -120,6 +121,7 @@ def test_missing_cifar10_gives_dataset_missing_error(repo, tmp_path):
     assert "cifar-10-binary.tar.gz" in out and "is not on disk" in out
 
 
+# ---------------------------------------------------- smoke config, end to end
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     """The smoke config end to end (tables + benchmarks), once for the tests below."""

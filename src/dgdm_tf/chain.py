@@ -31,6 +31,7 @@ from dgdm_tf.ops import full_conv
 from dgdm_tf.chain_parts import INIT_SALT, START_SALT, check_finite, maps_to_keep, report_sweep
 from dgdm_tf.chain_stream import run_streamed_layer
 
+
 def fingerprint(*arrays: np.ndarray, **kwargs) -> str:
     """Short hash of a chain's inputs and settings: a checkpoint resumes only a chain
     with the same fingerprint (shared by the pretraining and refinement drivers)."""

@@ -72,6 +72,7 @@ DeepState = collections.namedtuple(
 
 
 def fold_seed(seed, *salts):
+    """``seed`` folded with each salt in turn (stateless: the same salts, the same seed)."""
     for s in salts:
         seed = tf.random.experimental.stateless_fold_in(seed, s)
     return seed
@@ -83,10 +84,12 @@ def _gumbel_argmax(logits, seed):
 
 
 def masked(y, mask):
+    """``y`` on the observed pixels only (``mask`` 1 = observed; ``None``: all observed)."""
     return y if mask is None else y * mask
 
 
 def dense_z(state: DeepState, model: DeepModel):
+    """Every lower layer's unpooling indicators as dense one-hot maps."""
     return [dense_indicators(z, g) for z, g in zip(state.z, model.geoms[:-1])]
 
 

@@ -12,7 +12,6 @@ and the first inference batch is run once before the clock starts.
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 
@@ -54,6 +53,7 @@ def measure(spec: dict) -> dict:
 
     from dgdm_tf import deep_mcem, deep_smcem
     from dgdm_tf.deep_model import DeepModel
+    from dgdm_tf.process_memory import peak_rss_mb
 
     shape = tuple(spec["image_shape"])
     b, its = int(spec["batch_size"]), int(spec["iterations"])
@@ -95,7 +95,7 @@ def measure(spec: dict) -> dict:
             "batch_size": b, "iterations": its, "seconds_per_iteration": steady,
             "train_images_per_s": b / steady, "first_iteration_s": first,
             "infer_images_per_s": n_inf / infer,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "peak_rss_mb": peak_rss_mb(),
             "device": tf.config.list_physical_devices("GPU")[0].name
             if tf.config.list_physical_devices("GPU") else "CPU"}
 

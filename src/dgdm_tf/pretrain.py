@@ -173,6 +173,7 @@ def _log_gamma_sample(shape_param, seed):
 
 
 def log_dirichlet_sample(alpha, seed):
+    """log of a Dirichlet(``alpha``) draw over the last axis (normalised log-Gamma draws)."""
     lg = _log_gamma_sample(alpha, seed)
     return lg - tf.reduce_logsumexp(lg, axis=-1, keepdims=True)
 
