@@ -4,8 +4,8 @@ successive-conditional chains (shared by the top-down, supervised and pretrainin
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf.deep_model import DeepModel, generate
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.model import DeepModel, generate
 
 GEWEKE_HYPER = {"a_e": 3.0, "b_e": 6.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
 

@@ -4,9 +4,9 @@ draws of parameters and data, the statistics compared, dictionary matching by co
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import pretrain as P
-from dgdm_tf.layout import dirichlet_prior
-from dgdm_tf.ops import full_conv
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.core.layout import dirichlet_prior
+from dgdm_tf.core.ops import full_conv
 
 GEWEKE_HYPER = {"a_e": 4.0, "b_e": 2.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
 

@@ -4,7 +4,7 @@ sampler that does not mix shows it."""
 
 import numpy as np
 
-from dgdm_tf.ops import full_conv, pool
+from dgdm_tf.core.ops import full_conv, pool
 
 
 def strokes(n=300, seed=0, k=6, side=5, p=2, img=18, on=0.08, noise=0.02):

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.deep_model import DeepModel, generate
+from dgdm_tf.core.model import DeepModel, generate
 
 HYPER = {"a_e": 1.0, "b_e": 1.0, "a_w": 1.0, "b_w": 1.0, "dict_prior_precision": 1.0}
 

@@ -1,4 +1,4 @@
-"""Tempered burn-in (dgdm_tf.anneal) of the layer sampler with a fixed scan order,
+"""Tempered burn-in (dgdm_tf.mcmc.anneal) of the layer sampler with a fixed scan order,
 started with every block off (the sampler before the random scan and the ridge start,
 ``scan="fixed", start=None``; tests/test_ridge_start.py tests the default).
 
@@ -13,10 +13,10 @@ reaches that precision. Fixed seeds; the tolerances are stated at each assertion
 import numpy as np
 import pytest
 
-from dgdm_tf import anneal, mixing
-from dgdm_tf.chain import run_pretrain_layer
-from dgdm_tf.features import infer_layer
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.mcmc import anneal, diagnostics as mixing
+from dgdm_tf.pretrain.chain import run_pretrain_layer
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.core.layout import LayerGeometry
 from _model_draws import strokes as _strokes
 
 

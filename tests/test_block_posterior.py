@@ -1,13 +1,13 @@
-"""dgdm_tf.block_posterior: each block's posterior given the image alone is the
+"""dgdm_tf.pretrain.block_posterior: each block's posterior given the image alone is the
 sampler's own block conditional at the all-off state, and it shifts with the image."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import block_posterior as B
-from dgdm_tf import pretrain as P
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.pretrain import block_posterior as B
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.core.layout import LayerGeometry
 
 
 def _data(n=6, side=14, k=3, dh=4, c=2, seed=0):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import chain, chain_parts
-from dgdm_tf import pretrain as P
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.pretrain import chain, chain_parts
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.core.layout import LayerGeometry
 
 
 def _data(n=12, side=12, seed=0):

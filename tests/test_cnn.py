@@ -1,4 +1,4 @@
-"""dgdm_tf.cnn (the "CNN, same shape" baseline), its benchmarks in dgdm_tf.benchmark, its
+"""dgdm_tf.baselines.cnn (the "CNN, same shape" baseline), its benchmarks in dgdm_tf.bench.sweeps, its
 row in results/tables.md and the error-vs-time / scaling figures. Tiny shapes only; no
 assertion is about speed (timings are only checked to be present and to respond to the
 batch size)."""
@@ -12,7 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dgdm_tf import benchmark, cnn, plots, tables
+from dgdm_tf.bench import sweeps as benchmark
+
+from dgdm_tf.baselines import cnn
+
+from dgdm_tf.report import plots, tables
 from _workflow import fake_mnist
 
 TINY = [{"dict_size": 8, "n_dict": 6, "pool": 3}, {"dict_size": 6, "n_dict": 8, "pool": 1}]

@@ -3,9 +3,9 @@
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf.compiled import compiled
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.model import DeepModel
 
 
 def test_compiled_turns_off_the_arithmetic_optimizer():

@@ -427,7 +427,7 @@ def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
     assert summary["source"] == "archive" and d["x_train"].shape == (10, 32, 32, 3)
     assert d["x_test"].shape == (4, 32, 32, 3) and list(d["y_test"]) == list(truth["test"][1])
     np.testing.assert_allclose(d["x_train"].reshape(10, -1).mean(0), 0.0, atol=1e-4)
-    from dgdm_tf import preprocess
+    from dgdm_tf.data import preprocess
 
     g = preprocess.global_contrast_normalize(truth["train"][0].astype(np.float32) / 255, scale=55.0)
     zca = preprocess.fit_zca(g, filter_bias=data.cifar.CIFAR_ZCA_BIAS)

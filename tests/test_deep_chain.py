@@ -1,4 +1,4 @@
-"""Tests of the top-down driver (dgdm_tf.deep_chain): recovery of a known two-layer model
+"""Tests of the top-down driver (dgdm_tf.topdown.chain): recovery of a known two-layer model
 from its own draws, masked inference, checkpoint and resume, missing-data masks."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_chain
-from dgdm_tf.deep_model import DeepModel, generate, project_top_to_data
+from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.core.model import DeepModel, generate, project_top_to_data
 
 LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 1}]
 
@@ -77,7 +77,7 @@ def test_masked_inference_fills_the_hidden_half_better_than_the_mean():
     mean image of other draws by far. (From the matched-filter start the chain does not
     find that explanation within 30 sweeps on this dense synthetic model: a mixing
     limit recorded in docs/design.md, not an error of the conditionals.)"""
-    from dgdm_tf import deep_gibbs as G
+    from dgdm_tf.topdown import conditionals as G
 
     model, d_true, x, truth = _draw(60, seed=4, with_state=True)
     ref, test = x[:40], x[40:]
@@ -117,8 +117,8 @@ def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
     replaced by E[Z | theta] (uniform over the p*p positions and off), every other block
     at the start's state. Rows 12-15 are reached by such blocks only: with one draw of
     their Z (the estimator before) they held the matched-filter start's position."""
-    from dgdm_tf import deep_gibbs as G
-    from dgdm_tf.deep_model import layer_inputs, soft_indicators, unseen_blocks
+    from dgdm_tf.topdown import conditionals as G
+    from dgdm_tf.core.model import layer_inputs, soft_indicators, unseen_blocks
 
     model, d, x = _draw(6, seed=4)
     mask = deep_chain.missing_mask(x.shape, "half")

@@ -1,4 +1,4 @@
-"""Tests of the top-down sampler (dgdm_tf.deep_gibbs): exactness (Geweke joint-distribution
+"""Tests of the top-down sampler (dgdm_tf.topdown.conditionals): exactness (Geweke joint-distribution
 tests on tiny 2- and 3-layer models), the fast layer-0 path against the generic one,
 residual bookkeeping, determinism, masked inference."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf.compiled import compiled
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.model import DeepModel
 from _deep_geweke import GEWEKE_HYPER, forward_draws, geweke_chains, joint_stats, redraw_x
 
 
@@ -195,7 +195,7 @@ def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
     """A chunked sweep traces its per-image steps again with the batch unknown (chunks of
     other sizes); the dense unpooling maps must still know their map count, or the
     windowed passes of a three-layer model cannot be built."""
-    from dgdm_tf.deep_model import dense_indicators
+    from dgdm_tf.core.model import dense_indicators
     g = DeepModel((22, 21, 1), [{"dict_size": 3, "n_dict": 3, "pool": 2},
                                 {"dict_size": 2, "n_dict": 2, "pool": 1}]).geoms[0]
     f = tf.function(lambda z: dense_indicators(z, g),
@@ -258,8 +258,8 @@ def test_same_seed_gives_identical_sweeps():
 def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     """D[1] of a two-layer model, everything else fixed: 3500 HMC draws match the mean
     and standard deviations of its exact Gaussian conditional (dense design matrix)."""
-    from dgdm_tf.deep_model import down_from
-    from dgdm_tf.ops import full_conv
+    from dgdm_tf.core.model import down_from
+    from dgdm_tf.core.ops import full_conv
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     st, x, _ = forward_draws(np.random.default_rng(3), model, 2)
@@ -333,7 +333,7 @@ def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
     blocks, layer-0 blocks by footprint tiles; two layers, supervised: the top units by
     one batched product, one unit per colour, with the SVM's terms). The generic paths
     draw what these draw under the random scan (the tests above)."""
-    from dgdm_tf import deep_svm
+    from dgdm_tf.supervised import joint_svm as deep_svm
     real = G.scan_orders
 
     def index_order(model, l, seed):

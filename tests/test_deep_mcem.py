@@ -1,4 +1,4 @@
-"""Tests of test-time MCEM (dgdm_tf.deep_mcem, supplement Algorithm 2): on a tiny model
+"""Tests of test-time MCEM (dgdm_tf.mcem.test_time, supplement Algorithm 2): on a tiny model
 whose lower unpooling can be enumerated, the MAP it finds has a higher exact posterior
 density log p(W, Z[L] | X, D) than the averaged Gibbs features of the same images; each
 M-step move raises the sampled Q; the same seed gives the same features."""
@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_chain, deep_mcem
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf.deep_model import DeepModel, generate
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.mcem import test_time as deep_mcem
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.model import DeepModel, generate
 
 HYPER = {"a_e": 3.0, "b_e": 0.3, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
 LAYERS = [{"dict_size": 3, "n_dict": 1, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]

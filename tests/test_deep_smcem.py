@@ -1,4 +1,4 @@
-"""Tests of stochastic MCEM (dgdm_tf.deep_smcem, supplement Algorithm 1): the delta
+"""Tests of stochastic MCEM (dgdm_tf.mcem.stochastic, supplement Algorithm 1): the delta
 recursion's gradient equals autodiff of the sampled Q; an RMSprop step raises it; on
 data drawn from a tiny known model, training recovers the dictionary; a killed run of
 the supervised model (unsupervised iterations first, then the SVM) and of model
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf import deep_smcem as M
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.mcem import stochastic as M
+from dgdm_tf.core.model import DeepModel
 from _smcem_model import HYPER, LAYERS, SVM, known_model_data, labelled
 
 
@@ -91,7 +91,7 @@ def test_supervised_training_and_averaging_resume_exactly(tmp_path):
     """The supervised model (SVM in the E-step, beta's closed-form M-step from iteration
     1) and model averaging from it: killed runs resume to bit-identical D and beta; the
     kept samples are finite and differ from the start (the chain moves)."""
-    from dgdm_tf import model_averaging as A
+    from dgdm_tf.mcem import averaging as A
 
     d_true, x, y = labelled(32, seed=5)
     kw = dict(seed=3, iterations=5, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER, y=y,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf import deep_smcem as M
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.mcem import stochastic as M
 from _smcem_model import known_model_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np
     from _smcem_model import labelled, LAYERS, HYPER, SVM
-    from dgdm_tf import deep_smcem as M
+    from dgdm_tf.mcem import stochastic as M
     d_true, x, y = labelled(32, seed=5)
     kw = dict(seed=3, iterations=2, batch_size=16, sweeps=1, lr=0.02, hyper=HYPER, y=y,
               n_classes=2, svm={{**SVM, "start": 0}}, dictionaries=d_true, progress=None,

@@ -1,4 +1,4 @@
-"""Tests of the supervised model (dgdm_tf.deep_svm and its wiring into deep_gibbs /
+"""Tests of the supervised model (dgdm_tf.supervised.joint_svm and its wiring into deep_gibbs /
 deep_chain): a Geweke joint-distribution test of the whole supervised sweep (the S[L]
 conditional with the SVM terms, beta, lambda, omega, kappa) on a tiny labelled model, the
 lambda draws against their inverse-Gaussian moments, margin bookkeeping, resume and
@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import deep_chain, deep_svm
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf import svm as S
-from dgdm_tf.deep_model import DeepModel, generate
-from dgdm_tf.svm import BayesianSVM
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.core.model import DeepModel, generate
+from dgdm_tf.supervised.bayes_svm import BayesianSVM
 from _deep_geweke import GEWEKE_HYPER, forward_draws, joint_stats, geweke_chains, redraw_x
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36

@@ -1,4 +1,4 @@
-"""dgdm_tf.encoder (the soft-threshold encoder of method encoder_svm) against a plain
+"""dgdm_tf.baselines.encoder (the soft-threshold encoder of method encoder_svm) against a plain
 NumPy implementation, its shapes with partial pooling blocks, its translation
 behaviour, and the workflow's plan for the encoder_svm row."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dgdm_tf import encoder
+from dgdm_tf.baselines import encoder
 
 
 def reference_encode(x: np.ndarray, d: np.ndarray, p: int, alpha: float) -> np.ndarray:

@@ -4,8 +4,8 @@ data drawn from the model, is reproducible, and has the documented shape."""
 import numpy as np
 import pytest
 
-from dgdm_tf.features import infer_features, infer_layer
-from dgdm_tf.ops import full_conv, pool
+from dgdm_tf.pretrain.features import infer_features, infer_layer
+from dgdm_tf.core.ops import full_conv, pool
 
 
 def _model_data(n=200, seed=0):

@@ -1,4 +1,4 @@
-"""Tests of ImageNet's input pipeline (dgdm_tf.imagenet) on TFDS's mock data and on a tiny
+"""Tests of ImageNet's input pipeline (dgdm_tf.data.imagenet) on TFDS's mock data and on a tiny
 image folder made here: views (shapes, the centre crop against NumPy, colour alteration's
 covariance, seeding), batches (shapes, labels, epochs), resume from any iteration."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import imagenet as I
+from dgdm_tf.data import imagenet as I
 
 VIEW = I.View(resize_short=12, crop=8, colour_std=0.1, flip=True)
 

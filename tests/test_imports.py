@@ -100,11 +100,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_checks_catch_a_cycle_and_a_private_import():
-    src = ("from dgdm_tf import pretrain as P\nimport dgdm_tf.ops\nfrom dgdm_tf.data import files\n"
-           "def f():\n    from dgdm_tf.plots import _save, plot\n    return P._tiles(1) + files._x\n")
+    src = ("from dgdm_tf.pretrain import kernel as P\nimport dgdm_tf.core.ops\n"
+           "from dgdm_tf.data import files\n"
+           "def f():\n    from dgdm_tf.report.plots import _save, plot\n"
+           "    return P._tiles(1) + files._x\n")
     mods, private = module_imports(src)
-    assert mods == {"pretrain", "ops", "plots", "data.files"}
-    assert private == ["data.files._x", "plots._save", "pretrain._tiles"]
+    assert mods == {"pretrain.kernel", "core.ops", "report.plots", "data.files"}
+    assert private == ["data.files._x", "pretrain.kernel._tiles", "report.plots._save"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 

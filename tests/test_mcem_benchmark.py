@@ -5,8 +5,8 @@ whose shapes are configured only in config/paper.yaml)."""
 
 from __future__ import annotations
 
-from dgdm_tf import mcem_benchmark as B
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.bench import mcem as B
+from dgdm_tf.core.model import DeepModel
 
 LAYERS = [{"dict_size": 3, "n_dict": 2, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 2},
           {"dict_size": 2, "n_dict": 2, "pool": 1}]

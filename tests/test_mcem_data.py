@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from dgdm_tf.data import select_subset
-from dgdm_tf.mcem_data import McemData
+from dgdm_tf.data.minibatches import McemData
 
 
 def test_npz_subsets_are_the_stratified_seeded_ones(tmp_path):

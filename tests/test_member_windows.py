@@ -1,4 +1,4 @@
-"""Member windows (dgdm_tf.member_windows): crops and placement against NumPy slicing,
+"""Member windows (dgdm_tf.core.windows): crops and placement against NumPy slicing,
 and the model's grids reach exactly each member's footprint."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dgdm_tf import member_windows as mw
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.core import windows as mw
+from dgdm_tf.core.model import DeepModel
 
 
 def test_crop_and_place_against_numpy():
@@ -56,8 +56,8 @@ def test_data_plane_windows_are_the_footprints(layers):
     position on (the widest image it can have), is zero outside the window."""
     import tensorflow as tf
 
-    from dgdm_tf.deep_model import down_from
-    from dgdm_tf.ops import full_conv
+    from dgdm_tf.core.model import down_from
+    from dgdm_tf.core.ops import full_conv
 
     shape = (60, 52, 1) if layers[0]["pool"] == 2 else (92, 92, 1)
     model = DeepModel(shape, layers)

@@ -1,10 +1,10 @@
-"""dgdm_tf.mixing: the figures that tell a sampler that follows the image from one that
+"""dgdm_tf.mcmc.diagnostics: the figures that tell a sampler that follows the image from one that
 follows its scan order."""
 
 import numpy as np
 import pytest
 
-from dgdm_tf import mixing
+from dgdm_tf.mcmc import diagnostics as mixing
 
 
 def test_ink_per_cell_matches_a_direct_window_average():

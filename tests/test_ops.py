@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from dgdm_tf import ops
+from dgdm_tf.core import ops
 
 SHAPES = [  # (N, Hs, Ws, K, dh, dw, C)
     (2, 5, 7, 3, 3, 2, 1),

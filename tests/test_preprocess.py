@@ -1,11 +1,11 @@
-"""Tests of dgdm_tf.preprocess against NumPy references on tiny arrays."""
+"""Tests of dgdm_tf.data.preprocess against NumPy references on tiny arrays."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dgdm_tf import preprocess as P
+from dgdm_tf.data import preprocess as P
 
 
 def test_gcn_centres_and_scales_each_image():

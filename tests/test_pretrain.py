@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import pretrain as P
-from dgdm_tf.compiled import compiled
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.ops import full_conv
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.core.ops import full_conv
 from _deep_geweke import geweke_chains
 from _layer_geweke import GEWEKE_HYPER, forward_data, forward_params, layer_stats, match_cosine, recovery_data
 
@@ -211,7 +211,7 @@ def test_geweke_joint_distribution():
 def test_recovers_known_dictionary():
     """:func:`recovery_data`: the collected dictionary matches the truth with mean
     cosine >= 0.9, and the fit reaches the noise level."""
-    from dgdm_tf.chain import run_pretrain_layer
+    from dgdm_tf.pretrain.chain import run_pretrain_layer
 
     x, d_true, noise_rel = recovery_data()
     out = run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,

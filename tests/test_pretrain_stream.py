@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf import chain, chain_stream
-from dgdm_tf import pretrain as P
-from dgdm_tf import pretrain_stream as S
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.pretrain import chain, stream_chain as chain_stream
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import stream as S
+from dgdm_tf.core.layout import LayerGeometry
 from _deep_geweke import geweke_chains
 from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
                            layer_stats, recovery_data)

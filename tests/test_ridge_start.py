@@ -1,4 +1,4 @@
-"""dgdm_tf.ridge_start and the layer sampler's default (random scan, ridge start): the
+"""dgdm_tf.pretrain.ridge_start and the layer sampler's default (random scan, ridge start): the
 start's arithmetic, and the mixing checks on images drawn from the layer model
 (``_model_draws.strokes``) that the old sampler (fixed colour order, every block off at
 the start) fails. Fixed seeds; tolerances stated at each assertion."""
@@ -8,12 +8,12 @@ import pytest
 import tensorflow as tf
 
 from _model_draws import strokes
-from dgdm_tf import mixing
-from dgdm_tf import pretrain as P
-from dgdm_tf.features import infer_layer
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.ops import full_conv
-from dgdm_tf.ridge_start import RidgeStart, ridge_fit, ridge_start, support
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.core.ops import full_conv
+from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_fit, ridge_start, support
 
 OLD = dict(scan="fixed", start=None)
 NEW = dict(scan="random", start=RidgeStart(threshold=0.25))

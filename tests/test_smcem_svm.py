@@ -1,5 +1,5 @@
-"""Tests of the SVM inside stochastic MCEM (dgdm_tf.smcem_svm) and of model averaging's
-beta draw (dgdm_tf.model_averaging): the B x B push-through form equals the F x F
+"""Tests of the SVM inside stochastic MCEM (dgdm_tf.mcem.svm_step) and of model averaging's
+beta draw (dgdm_tf.mcem.averaging): the B x B push-through form equals the F x F
 closed form; the Robbins-Monro step; beta's scaled conditional (drawn over split seeds)
 has the batch maximiser as its mean."""
 
@@ -8,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import deep_svm, smcem_svm
-from dgdm_tf import svm as S
+from dgdm_tf.supervised import joint_svm as deep_svm
+
+from dgdm_tf.mcem import svm_step as smcem_svm
+from dgdm_tf.supervised import bayes_svm as S
 
 
 def _problem(c=3, b=7, f=10, seed=0):

@@ -4,9 +4,9 @@ results/benchmarks.md."""
 
 import pandas as pd
 
-from dgdm_tf import benchmark
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.stream_benchmark import run_isolated, state_bytes_per_image
+from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.bench.stream import run_isolated, state_bytes_per_image
 
 SPEC = {"name": "tiny", "image_shape": [12, 12, 1],
         "layer": {"dict_size": 3, "n_dict": 4, "pool": 2}, "n_images": 12, "batch_size": 5,

@@ -1,4 +1,4 @@
-"""Tests of dgdm_tf.svm: the Bayesian SVM's conditionals, its MAP, and the classifier.
+"""Tests of dgdm_tf.supervised.bayes_svm: the Bayesian SVM's conditionals, its MAP, and the classifier.
 
 Every statistical check uses fixed seeds and a tolerance stated next to it (a number of
 Monte-Carlo standard errors, or a DKW bound with failure probability <= 1e-6).
@@ -20,9 +20,9 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 import tensorflow as tf  # noqa: E402
 
-from dgdm_tf import svm  # noqa: E402
-from dgdm_tf.compiled import compiled  # noqa: E402
-from dgdm_tf.svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised import bayes_svm as svm  # noqa: E402
+from dgdm_tf.core.compiled import compiled  # noqa: E402
+from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
 
 N_SEEDS = 10_000
 

@@ -1,4 +1,4 @@
-"""dgdm_tf.paper (the paper's numbers) and dgdm_tf.tables (results/tables.md)."""
+"""dgdm_tf.report.paper (the paper's numbers) and dgdm_tf.report.tables (results/tables.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dgdm_tf import paper, tables
+from dgdm_tf.report import paper, tables
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from dgdm_tf import features
-from dgdm_tf.ridge_start import RidgeStart
+from dgdm_tf.pretrain import features
+from dgdm_tf.pretrain.ridge_start import RidgeStart
 
 root, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 prep = np.load(f"{root}/data/prepared.npz")

@@ -12,14 +12,16 @@ import time
 
 import numpy as np
 
-from dgdm_tf import compiled
+from dgdm_tf.core import compiled
 
 root, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if mode == "on":  # undo what every compiled step turns off
     compiled.reproducible_graphs = lambda: None
 
-from dgdm_tf import deep_chain, features  # noqa: E402
-from dgdm_tf.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.topdown import chain as deep_chain  # noqa: E402
+
+from dgdm_tf.pretrain import features
+from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 
 layers = [np.load(f"{root}/pretrain/layer{l}.npz") for l in (1, 2)]
 ds = [np.asarray(z["D"], np.float32) for z in layers]

@@ -4,7 +4,7 @@ in, traced anew REPS times and run on one state; prints, per retrace, how many e
 its Rao-Blackwellised top-unit means and of its new state differ from the first
 trace's. MODE ``on`` leaves Grappler's arithmetic optimizer on (TensorFlow's default),
 ``off`` turns it off as every dgdm step now does
-(:func:`dgdm_tf.compiled.reproducible_graphs`). After ``snakemake
+(:func:`dgdm_tf.core.compiled.reproducible_graphs`). After ``snakemake
 results/mnist/pretrained_svm/metrics.json``:
 
     python experiments/determinism/retrace.py results/mnist on 6
@@ -19,8 +19,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import compiled, deep_gibbs as G
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.core import compiled
+
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.model import DeepModel
 
 root, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode == "on":  # undo what every compiled step turns off

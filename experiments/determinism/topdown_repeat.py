@@ -21,7 +21,7 @@ import tensorflow as tf
 if sys.argv[3] == "det":
     tf.config.experimental.enable_op_determinism()
 
-from dgdm_tf import deep_chain  # noqa: E402
+from dgdm_tf.topdown import chain as deep_chain  # noqa: E402
 
 root = sys.argv[1]
 feats = np.load(f"{root}/unsupervised_svm/features.npz")

@@ -8,15 +8,15 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import deep_gibbs as G
-from dgdm_tf.deep_model import DeepModel, dense_indicators, indicator_map, layer_inputs
-from dgdm_tf.deep_model import unseen_blocks as _unseen_blocks
-from dgdm_tf.ops import full_conv_adjoint
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.core.model import DeepModel, dense_indicators, indicator_map, layer_inputs
+from dgdm_tf.core.model import unseen_blocks as _unseen_blocks
+from dgdm_tf.core.ops import full_conv_adjoint
 
 
 def unseen_blocks(mask, model: DeepModel) -> np.ndarray:
     """(N, nbh, nbw) bool: layer-1 blocks whose whole footprint is hidden
-    (:func:`dgdm_tf.deep_model.unseen_blocks`, layer 0)."""
+    (:func:`dgdm_tf.core.model.unseen_blocks`, layer 0)."""
     return _unseen_blocks(mask, model)[0]
 
 
@@ -25,7 +25,7 @@ def fixed_gamma_e_sweep(model: DeepModel, masked: bool, *, fix_gamma_e: bool = T
     """A compiled sweep as make_sweep_fn(update_globals=False) but gamma_e held at its
     start value (an approximation: the posterior at a given noise level) and / or (for
     the oracle probes) the unpooling Z held."""
-    from dgdm_tf.compiled import compiled
+    from dgdm_tf.core.compiled import compiled
 
     def sw(st, x, mask=None):
         seeds = tf.unstack(tf.random.experimental.stateless_split(st.seed, 8))

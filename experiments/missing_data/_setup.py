@@ -14,7 +14,7 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from dgdm_tf import deep_chain  # noqa: E402
+from dgdm_tf.topdown import chain as deep_chain  # noqa: E402
 from dgdm_tf.data import select_subset  # noqa: E402
 
 LAYERS = [{"dict_size": 8, "n_dict": 50, "pool": 3}, {"dict_size": 6, "n_dict": 200, "pool": 1}]

@@ -18,7 +18,7 @@ import numpy as np
 
 import _chain as C
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, inpaint_inputs, models, psnr, seed_for
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.core.model import DeepModel
 
 prep, l1, l2, ref, name = sys.argv[1:6]
 n, m_chains, burn_in, collect = (int(v) for v in sys.argv[6:10])

@@ -34,7 +34,7 @@ dicts, gs, ge = models(l1, l2, ref)[name]
 print(f"model {name}: gamma_s {gs:.4g}, gamma_e start {ge:.4g}; {n} images, {burn_in} + {collect} sweeps")
 seed = seed_for(SEED, DS, "inpaint", name)
 
-from dgdm_tf.deep_model import DeepModel  # noqa: E402
+from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 model0 = DeepModel(x.shape[1:], LAYERS, HYPER).with_ks([d.shape[-1] for d in dicts])
 unseen = C.unseen_blocks(mask, model0)

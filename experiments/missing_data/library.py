@@ -1,4 +1,4 @@
-"""Rule inpaint's measurement with the library as changed (dgdm_tf.deep_chain.infer_topdown:
+"""Rule inpaint's measurement with the library as changed (dgdm_tf.topdown.chain.infer_topdown:
 the wholly hidden blocks' unpooling Rao-Blackwellised; ``chains`` independent chains,
 chain c >= 1 in its own map order): the same images, mask, seeds, sweeps and batch as
 the workflow. Printed: PSNR on the hidden pixels of the reconstruction as the workflow
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from _setup import BATCH, BURN_IN, COLLECT, DS, HYPER, LAYERS, SEED, hidden_stats, inpaint_inputs, models, psnr, seed_for
-from dgdm_tf import deep_chain
+from dgdm_tf.topdown import chain as deep_chain
 
 prep, l1, l2, ref, name = sys.argv[1:6]
 chains = int(sys.argv[6])

@@ -12,7 +12,7 @@ import numpy as np
 
 import _chain as C
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, oracle_args, seed_for
-from dgdm_tf.deep_model import DeepModel
+from dgdm_tf.core.model import DeepModel
 
 x, mask, name, n, burn_in, collect, (dicts, gs, ge) = oracle_args(sys.argv)
 model = DeepModel(x.shape[1:], LAYERS, HYPER).with_ks([d.shape[-1] for d in dicts])

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import _chain as C
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, oracle_args, psnr, seed_for
-from dgdm_tf import deep_gibbs as G
+from dgdm_tf.topdown import conditionals as G
 
 x, mask, name, n, burn_in, collect, (dicts, gs, ge) = oracle_args(sys.argv)
 xm = tf.constant(x * mask)

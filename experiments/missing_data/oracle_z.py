@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import _chain as C
-from dgdm_tf import deep_gibbs as G
+from dgdm_tf.topdown import conditionals as G
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, oracle_args, seed_for
 
 x, mask, name, n, burn_in, collect, (dicts, gs, ge) = oracle_args(sys.argv)

@@ -16,7 +16,7 @@ def subsets(prepared: str, n_train: int, n_test: int):
 def read_out(features, y_train, y_test, split: bool) -> float:
     """Test error (%) of the fixed ridge read-out (``mixing.ridge_probe``) on a (train,
     test) pair of feature arrays, flattened per image; ``split``: polarity-split first."""
-    from dgdm_tf import mixing
+    from dgdm_tf.mcmc import diagnostics as mixing
 
     f = [v.reshape(len(v), -1) for v in features]
     if split:

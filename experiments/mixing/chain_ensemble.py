@@ -19,9 +19,11 @@ import time
 
 import numpy as np
 
-from dgdm_tf import encoder, mixing
-from dgdm_tf.features import infer_layer
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.core.layout import LayerGeometry
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from dgdm_tf import mixing
-from dgdm_tf.features import infer_layer
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
 from _subsets import read_out, subsets
 
 root = sys.argv[1]

@@ -13,9 +13,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import anneal, mixing
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.mcmc import anneal, diagnostics as mixing
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

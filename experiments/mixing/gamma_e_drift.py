@@ -16,10 +16,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import mixing
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.pretrain import Hyper, LayerModel, init_state, make_sweep_fn
-from dgdm_tf.ridge_start import RidgeStart, ridge_start
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

@@ -1,7 +1,7 @@
 """Layer-1 feature inference on MNIST: does it follow the image or the scan order?
 
 For each variant of the feature chain (``features.infer_layer`` with the pretrained D
-fixed) it prints the activity-ink correlation (``dgdm_tf.mixing``), the distance of the
+fixed) it prints the activity-ink correlation (``dgdm_tf.mcmc.diagnostics``), the distance of the
 mean activity map from the reference encoder's, and the test error of a fixed linear
 read-out (ridge, polarity split) on the same images; the reference is the deterministic
 soft-threshold encoder with the same D. Run after ``snakemake results/mnist/pretrain/layer1.npz``:
@@ -18,8 +18,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import mixing
-from dgdm_tf.features import infer_layer
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

@@ -18,7 +18,7 @@ the residual X_{-k} that leaves out map k entirely,
 
 so the blocks of one map do not see each other. Overlapping blocks of one map are not
 conditionally independent, so this is not a Gibbs step of the posterior (the exact
-schedule is :func:`dgdm_tf.pretrain.resample_zw`); it has no scan order inside a map,
+schedule is :func:`dgdm_tf.pretrain.kernel.resample_zw`); it has no scan order inside a map,
 which is why it is offered, as an option whose effect is measured (docs/design.md,
 "Mixing"). Per block the draw is the exact schedule's: W integrated out gives the
 (p^2 + 1)-way categorical, then W given z; maps are drawn one after the other, the
@@ -32,8 +32,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.ops import full_conv, full_conv_adjoint
-from dgdm_tf.pretrain import (LayerModel, PretrainState, block_kernels, blocks_to_nhwc,
+from dgdm_tf.core.ops import full_conv, full_conv_adjoint
+from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, block_kernels, blocks_to_nhwc,
                               nhwc_to_blocks)
 
 
@@ -65,7 +65,7 @@ def resample_zw_map_parallel(state: PretrainState, x: tf.Tensor, model: LayerMod
                              return_expected_pool: bool = False, exclude: str = "map"):
     """Draw (z, W) of every block of map k at once from X_{-k}, map after map.
 
-    Same signature and outputs as :func:`dgdm_tf.pretrain.resample_zw`.
+    Same signature and outputs as :func:`dgdm_tf.pretrain.kernel.resample_zw`.
     """
     g = model.geom
     p2 = g.p * g.p
@@ -133,8 +133,8 @@ def resample_zw_map_parallel(state: PretrainState, x: tf.Tensor, model: LayerMod
 
 if __name__ == "__main__":
     from _subsets import subsets
-    from dgdm_tf.layout import LayerGeometry
-    from dgdm_tf.pretrain import Hyper, init_state, make_sweep_fn
+    from dgdm_tf.core.layout import LayerGeometry
+    from dgdm_tf.pretrain.kernel import Hyper, init_state, make_sweep_fn
 
     l1 = np.load(sys.argv[2])
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 300

@@ -15,8 +15,12 @@ import time
 
 import numpy as np
 
-from dgdm_tf import deep_chain, deep_mcem, mixing
-from dgdm_tf.features import infer_layer
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.mcem import test_time as deep_mcem
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
 from _subsets import subsets
 
 root = sys.argv[1]

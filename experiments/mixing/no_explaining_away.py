@@ -14,7 +14,9 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import encoder, mixing
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

@@ -32,8 +32,12 @@ if os.environ.get("THREADS"):
     tf.config.threading.set_intra_op_parallelism_threads(int(os.environ["THREADS"]))
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
-from dgdm_tf import chain, encoder, mixing  # noqa: E402
-from dgdm_tf.features import infer_layer  # noqa: E402
+from dgdm_tf.pretrain import chain  # noqa: E402
+
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer  # noqa: E402
 from _subsets import subsets  # noqa: E402
 
 prep = np.load(sys.argv[1])

@@ -1,7 +1,7 @@
 """Layer-1 pretraining on MNIST with and without tempered burn-in: the activity-ink
 correlation of its pooled features (x_next), its final relative residual and noise
 precision, and the quality of the learned dictionary seen through the reference
-soft-threshold encoder (dgdm_tf.encoder) and a ridge probe.
+soft-threshold encoder (dgdm_tf.baselines.encoder) and a ridge probe.
 
     python experiments/mixing/pretrain_anneal.py results/mnist/data/prepared.npz 1000 60 20 0 20 40
 Arguments: prepared data, images, burn-in, collect, then anneal_sweeps values to compare.
@@ -11,8 +11,10 @@ import time
 
 import numpy as np
 
-from dgdm_tf import encoder, mixing
-from dgdm_tf.chain import run_pretrain_layer
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.chain import run_pretrain_layer
 
 prep = np.load(sys.argv[1])
 n, bi, co = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -13,8 +13,10 @@ import time
 
 import numpy as np
 
-from dgdm_tf import block_posterior, mixing
-from dgdm_tf.features import infer_features
+from dgdm_tf.pretrain import block_posterior
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_features
 from _subsets import subsets
 
 root = sys.argv[1]

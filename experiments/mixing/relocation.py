@@ -24,10 +24,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import mixing
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.ops import full_conv
-from dgdm_tf.pretrain import (Hyper, LayerModel, blocks_to_nhwc, init_state, make_sweep_fn,
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.core.ops import full_conv
+from dgdm_tf.pretrain.kernel import (Hyper, LayerModel, blocks_to_nhwc, init_state, make_sweep_fn,
                               nhwc_to_blocks)
 from _subsets import subsets
 

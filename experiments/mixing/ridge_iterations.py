@@ -15,10 +15,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import mixing
-from dgdm_tf.features import infer_layer
-from dgdm_tf.ops import full_conv
-from dgdm_tf.ridge_start import RidgeStart, ridge_fit, support
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.core.ops import full_conv
+from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_fit, support
 from _subsets import read_out, subsets
 
 root = sys.argv[1]

@@ -18,9 +18,13 @@ import time
 
 import numpy as np
 
-from dgdm_tf import chain, encoder, mixing
-from dgdm_tf.features import infer_layer
-from dgdm_tf.ridge_start import RidgeStart
+from dgdm_tf.pretrain import chain
+
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.pretrain.ridge_start import RidgeStart
 from _subsets import subsets
 
 prep = np.load(sys.argv[1])

@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
-from dgdm_tf import mixing
-from dgdm_tf.features import infer_layer
-from dgdm_tf.layout import LayerGeometry
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.core.layout import LayerGeometry
 
 prep, l1 = np.load(sys.argv[1]), np.load(sys.argv[2])
 n = int(sys.argv[3])

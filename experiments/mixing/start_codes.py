@@ -8,7 +8,7 @@ and signed) beside their activity-ink correlation:
 * lasso: the convex sparse code argmin 1/2 ||X - D*S||^2 + lam |S|_1 (FISTA, 200
   iterations), pooled by block sums, and projected to the model's one-position-per-block
   form;
-* ridge start (``dgdm_tf.ridge_start``): each block at its best-matching position where
+* ridge start (``dgdm_tf.pretrain.ridge_start``): each block at its best-matching position where
   it beats ``threshold`` x the image's best, weights a ridge fit on that support.
 
 Measured (docs/design.md, "Mixing"): one sparse decomposition, however it is found, reads
@@ -23,9 +23,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import encoder, mixing
-from dgdm_tf.ops import full_conv, full_conv_adjoint
-from dgdm_tf.ridge_start import ridge_fit, support
+from dgdm_tf.baselines import encoder
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.core.ops import full_conv, full_conv_adjoint
+from dgdm_tf.pretrain.ridge_start import ridge_fit, support
 from _subsets import subsets
 
 

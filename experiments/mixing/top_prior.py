@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from dgdm_tf import pretrain
-from dgdm_tf.features import infer_layer
+from dgdm_tf.pretrain import kernel as pretrain
+from dgdm_tf.pretrain.features import infer_layer
 from _subsets import read_out, subsets
 
 root = sys.argv[1]

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from dgdm_tf.features import infer_layer
+from dgdm_tf.pretrain.features import infer_layer
 from _subsets import read_out, subsets
 
 root = sys.argv[1]

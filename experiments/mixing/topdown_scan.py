@@ -17,7 +17,9 @@ import time
 
 import numpy as np
 
-from dgdm_tf import deep_chain, mixing
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.mcmc import diagnostics as mixing
 
 root = sys.argv[1]
 ntr, nte = int(sys.argv[2]), int(sys.argv[3])

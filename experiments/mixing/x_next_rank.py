@@ -20,7 +20,7 @@ import numpy as np
 layer = np.load(sys.argv[1])
 args = sys.argv[2:]
 if args[0] == "--block":
-    from dgdm_tf.block_posterior import block_posterior_layer
+    from dgdm_tf.pretrain.block_posterior import block_posterior_layer
     images = np.load(args[1])["x_train"][layer["image_indices"]].astype(np.float32)
     x = block_posterior_layer(images, layer["D"], 3, gamma_w=float(layer["gamma_w"]),
                               gamma_e=float(np.mean(layer["gamma_e"])))

@@ -3,7 +3,7 @@ MNIST and CIFAR-10 models, and the wall time they project for the paper's schedu
 
     PYTHONPATH=src python experiments/scaling/pretrain_projection.py [n_images] [batch]
 
-Each layer runs in its own process (dgdm_tf.stream_benchmark.run_isolated) on random
+Each layer runs in its own process (dgdm_tf.bench.stream.run_isolated) on random
 inputs of its shape, the ridge start of the config then 2 sweeps, one batch of `batch`
 images in memory at a time. Projection of one layer, on the machine measured:
 
@@ -21,8 +21,8 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, "src")
-from dgdm_tf.benchmark import md_table  # noqa: E402
-from dgdm_tf.stream_benchmark import run_isolated  # noqa: E402
+from dgdm_tf.bench.sweeps import md_table  # noqa: E402
+from dgdm_tf.bench.stream import run_isolated  # noqa: E402
 
 N_PAPER = {"mnist": 60000, "cifar10": 50000}
 SHAPES = {  # each layer's input: the image, then the pooled grid of the layer below

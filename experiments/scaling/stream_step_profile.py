@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf import pretrain as P
-from dgdm_tf import pretrain_stream as S
-from dgdm_tf.chain_stream import BatchStore
-from dgdm_tf.compiled import compiled
-from dgdm_tf.layout import LayerGeometry
-from dgdm_tf.ops import full_conv, full_conv_adjoint
+from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import stream as S
+from dgdm_tf.pretrain.stream_chain import BatchStore
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.core.ops import full_conv, full_conv_adjoint
 
 
 def median_s(fn, reps=5):

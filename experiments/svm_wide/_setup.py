@@ -36,7 +36,9 @@ def encoder_features(prepared: str, layer1: str, n_train: int = 10000, n_test: i
                                     "workflow", "scripts"))
     from _common import split_subset
 
-    from dgdm_tf import data, encoder
+    from dgdm_tf import data
+
+    from dgdm_tf.baselines import encoder
 
     d = data.load_prepared(prepared)
     with np.load(layer1) as z:

@@ -1,4 +1,4 @@
-"""CG iterations of one late EM step under different preconditioners (``dgdm_tf.svm``).
+"""CG iterations of one late EM step under different preconditioners (``dgdm_tf.supervised.bayes_svm``).
 
 Runs ``--steps`` EM steps by CG (the defaults of ``BayesianSVM``) on the reference row's
 MNIST features (as ``benchmark.py``: the workflow's subsets, 10000 training images),
@@ -28,7 +28,7 @@ start(args.threads)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import svm  # noqa: E402
+from dgdm_tf.supervised import bayes_svm as svm  # noqa: E402
 
 feats, lab, _, _ = encoder_features(args.prepared, args.layer1, cache=args.features)
 model = svm.BayesianSVM(10, method="em", em_iters=args.steps, em_tol=0.0, em_solver="cg")

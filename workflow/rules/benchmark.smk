@@ -1,4 +1,4 @@
-# Benchmarks: pretraining sweep speed against the convolution floor (dgdm_tf.benchmark),
+# Benchmarks: pretraining sweep speed against the convolution floor (dgdm_tf.bench.sweeps),
 # the CNN baseline's training step and inference, how both grow with batch size and image
 # side, plus the wall time and peak memory of every workflow job (Snakemake `benchmark:`
 # files).
@@ -101,7 +101,7 @@ rule benchmark_refine:
 
 rule benchmark_mcem:
     """Stochastic MCEM training and test-time inference at benchmark.mcem_shapes, each
-    shape in its own process (dgdm_tf.mcem_benchmark)."""
+    shape in its own process (dgdm_tf.bench.mcem)."""
     output:
         "results/benchmarks/mcem.csv",
     params:
@@ -119,7 +119,7 @@ rule benchmark_mcem:
 
 rule benchmark_stream:
     """Batched pretraining's peak memory and speed against the data set's size
-    (benchmark.stream_images), each size in its own process (dgdm_tf.stream_benchmark)."""
+    (benchmark.stream_images), each size in its own process (dgdm_tf.bench.stream)."""
     input:
         prepared=lambda wc: f"results/{benchmark_dataset()}/data/prepared.npz",
     output:

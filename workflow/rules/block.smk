@@ -1,10 +1,10 @@
 # The row pretrained_block_svm (ours): the pretrained dictionaries and precisions, every
-# block's posterior given the image alone (src/dgdm_tf/block_posterior.py), layer by
+# block's posterior given the image alone (src/dgdm_tf/pretrain/block_posterior.py), layer by
 # layer, then the svm rule with the settings and images of pretrained_svm.
 
 
 rule block_features:
-    """Features of {ds} for pretrained_block_svm (dgdm_tf.block_posterior): each block's
+    """Features of {ds} for pretrained_block_svm (dgdm_tf.pretrain.block_posterior): each block's
     posterior mean given the image alone, every layer, the pretrained D, gamma_w and
     gamma_e; no sampling. The images of pretrained_svm (n_train / n_test)."""
     input:

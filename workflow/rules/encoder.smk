@@ -1,11 +1,11 @@
 # The reference row encoder_svm (ours, not the paper's): pretraining's layer-1
 # dictionary as a fixed filter bank, the soft-threshold encoder of Coates & Ng 2011
-# (src/dgdm_tf/encoder.py), then the svm rule with the settings and images of
+# (src/dgdm_tf/baselines/encoder.py), then the svm rule with the settings and images of
 # pretrained_svm.
 
 
 rule encoder_features:
-    """Features of {ds} for the reference row encoder_svm (dgdm_tf.encoder): pretraining's
+    """Features of {ds} for the reference row encoder_svm (dgdm_tf.baselines.encoder): pretraining's
     layer-1 dictionary, a soft-threshold encoder, layer 1's max-pooling; no sampling.
     The images of pretrained_svm (n_train / n_test)."""
     input:

@@ -1,4 +1,4 @@
-# Figures across methods: test error against wall time (src/dgdm_tf/plots.py).
+# Figures across methods: test error against wall time (src/dgdm_tf/report/plots.py).
 
 
 rule error_vs_time:

@@ -1,4 +1,4 @@
-# results/tables.md: our numbers beside the paper's (src/dgdm_tf/tables.py).
+# results/tables.md: our numbers beside the paper's (src/dgdm_tf/report/tables.py).
 
 
 rule tables:

@@ -57,7 +57,7 @@ def start(snakemake, *, tensorflow: bool = False) -> None:
     if tensorflow:
         import tensorflow as tf
 
-        from dgdm_tf.compiled import reproducible_graphs
+        from dgdm_tf.core.compiled import reproducible_graphs
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
@@ -150,7 +150,7 @@ def write_resolved_config(path, config_files, method: str, run_cfg: dict) -> Non
     resolved config (defaults filled in), written atomically."""
     import yaml
 
-    from dgdm_tf import atomic_io
+    from dgdm_tf.io import atomic as atomic_io
 
     resolved = {"config_files": list(config_files), "method": method, **run_cfg}
     atomic_io.write_text(path, "# resolved config of this run (defaults filled in)\n"
@@ -176,7 +176,7 @@ def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
     process), logged as it comes, then written to ``csv_path`` atomically."""
     import pandas as pd
 
-    from dgdm_tf import atomic_io
+    from dgdm_tf.io import atomic as atomic_io
 
     rows = []
     for spec in specs:

@@ -1,4 +1,4 @@
-"""rules benchmark_cnn and benchmark_scaling (dgdm_tf.benchmark).
+"""rules benchmark_cnn and benchmark_scaling (dgdm_tf.bench.sweeps).
 
 benchmark_cnn: the CNN baseline's training step and inference (images/s, memory) at the
 benchmark batch sizes. benchmark_scaling: throughput of one bottom-layer pretraining
@@ -12,7 +12,9 @@ start(snakemake, tensorflow=True)
 
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, benchmark  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.bench import sweeps as benchmark
 
 bcfg = plain(snakemake.params.benchmark)
 ccfg = plain(snakemake.params.cnn)

@@ -1,5 +1,5 @@
 """rule benchmark_layers: sweep speed of each pretraining layer against the convolution
-floor, at each configured batch size (dgdm_tf.benchmark), plus the machine's description."""
+floor, at each configured batch size (dgdm_tf.bench.sweeps), plus the machine's description."""
 
 import itertools
 
@@ -9,7 +9,9 @@ start(snakemake, tensorflow=True)
 
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, benchmark  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.bench import sweeps as benchmark
 
 
 bcfg = plain(snakemake.params.benchmark)

@@ -1,5 +1,5 @@
 """rule benchmark_refine: the top-down sampler's sweeps and steps against the floor of
-one generative + adjoint pass of the whole model (dgdm_tf.benchmark.benchmark_refine)."""
+one generative + adjoint pass of the whole model (dgdm_tf.bench.sweeps.benchmark_refine)."""
 
 from _common import plain, progress, start
 
@@ -9,7 +9,9 @@ import json  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, benchmark  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.bench import sweeps as benchmark
 
 bcfg = plain(snakemake.params.benchmark)
 with open(snakemake.input.summary) as f:

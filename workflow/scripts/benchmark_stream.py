@@ -1,6 +1,6 @@
 """rule benchmark_stream: results/benchmarks/stream.csv, one row per
 benchmark.stream_images size: batched pretraining of the benchmarked dataset's layer 1
-on that many random images of its shape (dgdm_tf.stream_benchmark.run_isolated: its own
+on that many random images of its shape (dgdm_tf.bench.stream.run_isolated: its own
 process, so its own peak RSS)."""
 
 from _common import isolated_rows_csv, plain, prepared_image_shape, progress, start
@@ -9,7 +9,7 @@ start(snakemake)
 
 import os  # noqa: E402
 
-from dgdm_tf.stream_benchmark import run_isolated  # noqa: E402
+from dgdm_tf.bench.stream import run_isolated  # noqa: E402
 
 os.environ["OMP_NUM_THREADS"] = str(snakemake.threads)
 bcfg = plain(snakemake.params.benchmark)

@@ -13,7 +13,11 @@ start(snakemake)
 
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, benchmark, plots, tables  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.bench import sweeps as benchmark
+
+from dgdm_tf.report import plots, tables
 
 layers = pd.read_csv(snakemake.input.layers)
 cnn = pd.read_csv(snakemake.input.cnn)

@@ -1,8 +1,8 @@
 """rule block_features: features of pretrained_block_svm -- every block's posterior mean
 given the image alone, layer by layer, with the pretrained dictionaries, gamma_w and
-mean gamma_e (dgdm_tf.block_posterior) -- for the train / test subsets of pretrained_svm
+mean gamma_e (dgdm_tf.pretrain.block_posterior) -- for the train / test subsets of pretrained_svm
 (the same seeded subsets: `_common.split_subset`). Writes layer 1's activity-ink
-correlation (dgdm_tf.mixing) beside them."""
+correlation (dgdm_tf.mcmc.diagnostics) beside them."""
 
 import json
 
@@ -12,7 +12,15 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, block_posterior, data, mixing, plots  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.pretrain import block_posterior
+
+from dgdm_tf import data
+
+from dgdm_tf.mcmc import diagnostics as mixing
+
+from dgdm_tf.report import plots
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)

@@ -1,4 +1,4 @@
-"""rules cnn and cnn_at: the CNN baseline "CNN, same shape" (dgdm_tf.cnn.train_cnn) on
+"""rules cnn and cnn_at: the CNN baseline "CNN, same shape" (dgdm_tf.baselines.cnn.train_cnn) on
 the n_train / n_test subsets the SVM uses (cnn), or on exactly the images of one Gibbs
 row (cnn_at: the first `subsets` images of the same subsets, as that row's script takes
 them); metrics.json (with the per-epoch curve), curve.csv, predictions.csv and the run's
@@ -17,8 +17,11 @@ import pandas as pd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import dgdm_tf  # noqa: E402
-from dgdm_tf import atomic_io, benchmark, cnn, data  # noqa: E402
-from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.baselines import cnn
+from dgdm_tf import data
+from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
 
 ds = snakemake.wildcards.ds
 method = snakemake.params.method

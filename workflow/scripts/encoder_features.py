@@ -1,6 +1,6 @@
 """rule encoder_features: features of the reference row encoder_svm -- pretraining's
 layer-1 dictionary as a fixed filter bank, the soft-threshold encoder of Coates & Ng
-(dgdm_tf.encoder.encode), layer 1's max-pooling -- for the train / test subsets of
+(dgdm_tf.baselines.encoder.encode), layer 1's max-pooling -- for the train / test subsets of
 pretrained_svm (the same seeded subsets: `_common.split_subset`)."""
 
 import json
@@ -11,7 +11,11 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, encoder  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.baselines import encoder
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)

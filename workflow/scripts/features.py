@@ -1,4 +1,4 @@
-"""rule features: top-layer features of the train/test subsets (dgdm_tf.features).
+"""rule features: top-layer features of the train/test subsets (dgdm_tf.pretrain.features).
 
 The subsets (`n_train`, `n_test`; null = all) are the first images of a seeded
 permutation, so they are the same for every method run with the same seed."""
@@ -11,8 +11,16 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, features, mixing, plots  # noqa: E402
-from dgdm_tf.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.pretrain import features
+
+from dgdm_tf.mcmc import diagnostics as mixing
+
+from dgdm_tf.report import plots
+from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -25,7 +33,7 @@ dictionaries, gamma_ws, gamma_e_inits = load_layers(snakemake.input.layers)
 progress(f"{ds}: dictionaries {[d.shape for d in dictionaries]}, pools {pools}, "
          f"gamma_w {gamma_ws}")
 
-# tempered burn-in (dgdm_tf.anneal): the first fraction of each chain's burn-in
+# tempered burn-in (dgdm_tf.mcmc.anneal): the first fraction of each chain's burn-in
 anneal_sweeps = int(round(float(fcfg["anneal_fraction"]) * int(fcfg["burn_in"])))
 d = data.load_prepared(snakemake.input.data)
 out = {}

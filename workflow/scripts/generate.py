@@ -1,5 +1,5 @@
 """rule generate: images drawn top-down from random top-layer weights with the refined
-dictionaries (Fig. 3; dgdm_tf.deep_model.sample_prior_images)."""
+dictionaries (Fig. 3; dgdm_tf.core.model.sample_prior_images)."""
 
 import json
 
@@ -9,8 +9,8 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import deep_plots  # noqa: E402
-from dgdm_tf.deep_model import DeepModel, sample_prior_images  # noqa: E402
+from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
+from dgdm_tf.core.model import DeepModel, sample_prior_images  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)

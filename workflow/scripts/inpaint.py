@@ -10,7 +10,13 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, deep_plots  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.report import model_plots as deep_plots
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)

@@ -1,5 +1,5 @@
 """rule mcem_average: posterior samples of every D and beta by Gibbs on mini-batches,
-starting from the MCEM estimate (dgdm_tf.model_averaging.run_averaging); checkpointed
+starting from the MCEM estimate (dgdm_tf.mcem.averaging.run_averaging); checkpointed
 like mcem_train."""
 
 import shutil
@@ -11,8 +11,10 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, model_averaging  # noqa: E402
-from dgdm_tf.mcem_data import McemData  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.mcem import averaging as model_averaging
+from dgdm_tf.data.minibatches import McemData  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)

@@ -13,9 +13,13 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, deep_mcem, deep_svm  # noqa: E402
-from dgdm_tf.mcem_data import McemData  # noqa: E402
-from dgdm_tf.scores import class_mean_accuracy, topk_errors  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.mcem import test_time as deep_mcem
+
+from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.data.minibatches import McemData  # noqa: E402
+from dgdm_tf.report.scores import class_mean_accuracy, topk_errors  # noqa: E402
 
 ds = snakemake.wildcards.ds
 method = snakemake.wildcards.method

@@ -1,5 +1,5 @@
 """rule mcem_train: stochastic MCEM (supplement Algorithm 1) of the supervised model from
-the priors (dgdm_tf.deep_smcem.train): every layer's D by RMSprop, beta in closed form.
+the priors (dgdm_tf.mcem.stochastic.train): every layer's D by RMSprop, beta in closed form.
 
 Checkpoints into `params.checkpoint_dir` every `mcem.checkpoint_every` iterations (not an
 output: it survives a kill, and `--rerun-incomplete` resumes from it); removed when done
@@ -15,8 +15,12 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, deep_plots, deep_smcem, plots  # noqa: E402
-from dgdm_tf.mcem_data import McemData  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.report import model_plots as deep_plots, plots
+
+from dgdm_tf.mcem import stochastic as deep_smcem
+from dgdm_tf.data.minibatches import McemData  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)

@@ -4,7 +4,9 @@ from _common import elapsed, plain, progress, start
 
 start(snakemake)
 
-from dgdm_tf import atomic_io, data  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
 
 ds = snakemake.wildcards.ds
 spec = plain(snakemake.params.spec)

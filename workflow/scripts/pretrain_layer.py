@@ -1,11 +1,11 @@
-"""rule pretrain_layer: Gibbs pretraining of one layer (dgdm_tf.chain.run_pretrain_layer).
+"""rule pretrain_layer: Gibbs pretraining of one layer (dgdm_tf.pretrain.chain.run_pretrain_layer).
 
 Layer 1 is fitted to a seeded subset (`pretrain.n_images`) of the training images; layer
 l > 1 to layer l-1's pooled posterior-mean features `x_next`. The chain checkpoints into
 `params.checkpoint_dir` (not a Snakemake output, so it survives a kill and
 `--rerun-incomplete` resumes from it); it is removed once the layer's npz is written,
 unless `pretrain.keep_checkpoints` is true. With `pretrain.batch_size` the chain's
-per-image state lives there too (dgdm_tf.chain_stream), one batch in memory at a time.
+per-image state lives there too (dgdm_tf.pretrain.stream_chain), one batch in memory at a time.
 """
 
 import json
@@ -18,8 +18,16 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, chain, data, mixing, plots  # noqa: E402
-from dgdm_tf.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.pretrain import chain
+
+from dgdm_tf import data
+
+from dgdm_tf.mcmc import diagnostics as mixing
+
+from dgdm_tf.report import plots
+from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 
 ds = snakemake.wildcards.ds
 l = int(snakemake.wildcards.l)

@@ -1,5 +1,5 @@
 """rule refine: joint Gibbs refinement of the top-down model from the pretrained
-dictionaries (dgdm_tf.deep_chain.run_refine).
+dictionaries (dgdm_tf.topdown.chain.run_refine).
 
 The images are the first `refine.n_images` of the pretraining subset. The chain
 checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
@@ -16,8 +16,14 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, deep_plots  # noqa: E402
-from dgdm_tf.deep_model import DeepModel, project_top_to_data  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.report import model_plots as deep_plots
+from dgdm_tf.core.model import DeepModel, project_top_to_data  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.refine)

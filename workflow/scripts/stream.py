@@ -1,4 +1,4 @@
-"""rule stream: where an ImageNet-style dataset is streamed from (dgdm_tf.imagenet), its
+"""rule stream: where an ImageNet-style dataset is streamed from (dgdm_tf.data.imagenet), its
 sizes and classes; builds the TFDS folder from the manual archives when needed."""
 
 import json
@@ -7,7 +7,9 @@ from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
 
-from dgdm_tf import atomic_io, imagenet  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.data import imagenet
 
 ds = snakemake.wildcards.ds
 spec = plain(snakemake.params.spec)

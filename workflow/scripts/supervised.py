@@ -1,6 +1,6 @@
 """rule supervised: train the supervised model (Sec. 2.3) -- every layer of the top-down
 model and the C one-vs-all Bayesian SVMs by Gibbs jointly on labelled images
-(dgdm_tf.deep_chain.run_refine with labels).
+(dgdm_tf.topdown.chain.run_refine with labels).
 
 The images are the first `supervised.n_train` of the other methods' training subset.
 The chain checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
@@ -17,8 +17,16 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, deep_plots, deep_svm  # noqa: E402
-from dgdm_tf.deep_model import DeepModel, project_top_to_data  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.report import model_plots as deep_plots
+
+from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.core.model import DeepModel, project_top_to_data  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)

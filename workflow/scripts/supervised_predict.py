@@ -1,10 +1,10 @@
 """rule supervised_predict: classify test images with the supervised model. For each kept
 model (D, beta), every test image's top layer S[L] given the image alone, by
 `predict.features`:
-  gibbs: the Rao-Blackwellised posterior mean E[S[L] | x, D] (dgdm_tf.deep_chain.infer_topdown);
+  gibbs: the Rao-Blackwellised posterior mean E[S[L] | x, D] (dgdm_tf.topdown.chain.infer_topdown);
          beta_l^T E[s | x] is the decision value averaged over the posterior of s, the
          paper's averaging carried down to the local variables;
-  mcem:  the MAP of supplement Algorithm 2 (dgdm_tf.deep_mcem.infer_map), the paper's
+  mcem:  the MAP of supplement Algorithm 2 (dgdm_tf.mcem.test_time.infer_map), the paper's
          test-time procedure.
 Decision values are averaged over the models, the label is argmax_l. Writes
 metrics.json, predictions.csv (all C decision values), the run's resolved config and the
@@ -20,9 +20,21 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, deep_mcem, deep_plots, deep_svm, mixing  # noqa: E402
-from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
-from dgdm_tf.deep_model import DeepModel  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.mcem import test_time as deep_mcem
+
+from dgdm_tf.report import model_plots as deep_plots
+
+from dgdm_tf.supervised import joint_svm as deep_svm
+
+from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)

@@ -11,9 +11,9 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf import atomic_io  # noqa: E402
-from dgdm_tf.scores import class_mean_accuracy  # noqa: E402
-from dgdm_tf.svm import BayesianSVM  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
 method = snakemake.params.method

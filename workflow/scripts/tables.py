@@ -4,7 +4,9 @@ from _common import plain, progress, start
 
 start(snakemake)
 
-from dgdm_tf import atomic_io, tables  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf.report import tables
 
 datasets = plain(snakemake.params.datasets)
 metrics = tables.load_metrics("results", datasets)

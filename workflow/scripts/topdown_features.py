@@ -1,5 +1,5 @@
 """rule topdown_features: features of method unsupervised_svm -- the Rao-Blackwellised
-posterior mean of the top layer under the refined model (dgdm_tf.deep_chain.infer_topdown),
+posterior mean of the top layer under the refined model (dgdm_tf.topdown.chain.infer_topdown),
 for the same seeded train/test subsets as the other methods (their first images)."""
 
 import json
@@ -10,7 +10,15 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf import atomic_io, data, deep_chain, mixing, plots  # noqa: E402
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+
+from dgdm_tf import data
+
+from dgdm_tf.topdown import chain as deep_chain
+
+from dgdm_tf.mcmc import diagnostics as mixing
+
+from dgdm_tf.report import plots
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -34,7 +42,7 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
         batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
         hyper=hyper, scan=cfg["scan"], progress=progress)
     if split == "train":
-        # does layer 1's activity follow the ink, or the scan order? (dgdm_tf.mixing)
+        # does layer 1's activity follow the ink, or the scan order? (dgdm_tf.mcmc.diagnostics)
         diag = mixing.layer1_diagnostics(res["layer1_pooled"], x, int(layers[0]["dict_size"]),
                                          int(layers[0]["pool"]))
         progress(f"{ds}: layer-1 activity-ink correlation {diag['activity_ink_layer1']:.3f} "

@@ -49,7 +49,7 @@ def prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -
     """Every image of every class, resized to ``image_size`` (default 128x128, RGB);
     per class, ``train_per_class`` images chosen with a seeded permutation for training,
     the rest for testing; then local contrast normalisation of each image."""
-    from dgdm_tf import preprocess
+    from dgdm_tf.data import preprocess
 
     per_class = spec_int(name, spec, "train_per_class", minimum=1)
     size = tuple(spec_shape(name, spec, "image_size", (2,)) or CALTECH_IMAGE_SIZE)
@@ -83,7 +83,7 @@ def prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -
     for key, its in split.items():
         x = np.stack([decode_one(load(), channels=3, size=size, what=what) for _, load, what in its])
         if spec.get("normalise") == "imagenet":  # the transfer rows: ImageNet's own input scaling
-            from dgdm_tf.imagenet import standardise
+            from dgdm_tf.data.imagenet import standardise
             arrays[f"x_{key}"] = np.asarray(standardise(x), np.float32)
         else:
             arrays[f"x_{key}"] = preprocess.local_contrast_normalize(x, size=CALTECH_LCN_WINDOW)

@@ -26,7 +26,7 @@ def prepare_cifar(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -> 
     left-right with probability 1/2 and translated by up to ``CIFAR_MAX_SHIFT`` pixels
     (zero fill; seeded); then per-image GCN and ZCA, both fitted on the original
     training images only and applied unchanged to the test set."""
-    from dgdm_tf import preprocess
+    from dgdm_tf.data import preprocess
 
     raw_path = Path(check_tfds_set(name, kind, spec, raw))
     if (raw_path / "dataset_info.json").is_file():

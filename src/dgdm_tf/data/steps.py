@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dgdm_tf import atomic_io
+from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.data.arrays import validate_arrays
 from dgdm_tf.data.caltech import check_caltech256, prepare_caltech
 from dgdm_tf.data.cifar import prepare_cifar
@@ -77,7 +77,7 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
         fetch_raw(name, spec, str(raw))  # absent data: say what to download first
         raise PreprocessingNotImplementedError(
             f"dataset {name!r} (kind {kind}) is not prepared into an .npz: it is streamed "
-            f"from disk by dgdm_tf.imagenet ({TFDS_SETS[kind]['planned']}); its methods "
+            f"from disk by dgdm_tf.data.imagenet ({TFDS_SETS[kind]['planned']}); its methods "
             f"are mcem_map and model_averaging (rule mcem_train), and `prepare` does not "
             f"apply to it.")
     elif kind == "npz":

@@ -1,0 +1,1 @@
+"""Peers and references: the CNN and the soft-threshold encoder."""

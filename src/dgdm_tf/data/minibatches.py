@@ -1,0 +1,65 @@
+"""The mini-batches and test images of a dataset for the MCEM rules: streamed
+(:mod:`dgdm_tf.data.imagenet`, ``stream.json``) or in memory (a prepared ``.npz``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Iterator
+
+import numpy as np
+
+from dgdm_tf.data import imagenet
+from dgdm_tf.data import select_subset
+from dgdm_tf.mcem.stochastic import array_batches
+
+
+class McemData:
+    """``batches(start)`` for :func:`dgdm_tf.mcem.stochastic.train`, ``test_chunks(size)``,
+    ``n_total``, ``n_classes``, ``image_shape``, ``data_id`` (what a checkpoint is for)."""
+
+    def __init__(self, path: str, *, seed: int, batch_size: int, stream_cfg: dict | None = None,
+                 n_train: int | None = None, n_test: int | None = None,
+                 subset_seeds: dict | None = None):
+        """``n_train`` / ``n_test`` of a prepared ``.npz`` are its seeded class-stratified
+        subsets (:func:`dgdm_tf.data.select_subset`, seeds ``subset_seeds['train' |
+        'test']``: the Gibbs methods' own subsets when given the same seeds); a stream
+        takes every training image and the first ``n_test`` validation images."""
+        self.batch_size = int(batch_size)
+        self.n_test_limit = n_test
+        if str(path).endswith(".json"):
+            info = json.loads(open(path).read())
+            scfg = dict(stream_cfg or {})
+            self._stream = imagenet.open_stream(info, imagenet.View.from_dict(scfg),
+                                                int(scfg.get("shuffle_buffer") or 10000))
+            self.n_total = self._stream.count("train")
+            self.n_classes = self._stream.n_classes
+            self.image_shape = tuple(info["image_shape"])
+            self.n_test = min(self._stream.count("test"), n_test or self._stream.count("test"))
+            self.data_id = {"stream": {k: info[k] for k in ("source", "path", "data_dir", "n_train")},
+                            "view": scfg}
+            self.batches = lambda start: self._stream.train_batches(seed, self.batch_size, start)
+            self._x = None
+        else:
+            with np.load(path) as z:
+                x, y = z["x_train"], z["y_train"]
+                xt, yt = z["x_test"], z["y_test"]
+                self.n_classes = int(len(z["class_names"])) if "class_names" in z else int(y.max()) + 1
+            seeds = subset_seeds or {}
+            x, y = select_subset(x, y, n_train, int(seeds.get("train", 0)))
+            xt, yt = select_subset(xt, yt, n_test or None, int(seeds.get("test", 0)))
+            self._x, self._y = np.ascontiguousarray(x, np.float32), np.asarray(y, np.int64)
+            self._xt, self._yt = xt, yt
+            self.n_total, self.n_test = len(self._x), len(self._xt)
+            self.image_shape = tuple(self._x.shape[1:])
+            self.batch_size = min(self.batch_size, self.n_total)
+            self.data_id = {"n": self.n_total, "sha": hashlib.sha256(self._x.tobytes()).hexdigest()[:16]}
+            self.batches = array_batches(self._x, self._y, self.batch_size, seed)
+
+    def test_chunks(self, size: int) -> Iterator[tuple]:
+        """(x, y) of the test images, ``size`` at a time (the centre crop when streamed)."""
+        if self._x is not None:
+            for i in range(0, self.n_test, size):
+                yield np.asarray(self._xt[i:i + size], np.float32), np.asarray(self._yt[i:i + size])
+            return
+        yield from self._stream.eval_batches(size, self.n_test)

@@ -1,0 +1,212 @@
+"""Test-time inference of the supervised model (supplement Algorithm 2 and "Testing"):
+Monte Carlo EM for the MAP of a new image's top layer S[L] = W . Z[L], dictionaries fixed.
+
+Psi_test = (W, Z[L]) (W defined for every unit, prior N(0, 1/gamma_s[n])), Phi_test =
+(Z[l < L-1], theta, pi, gamma_e, gamma_s): the latent variables the E-step samples from
+their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.topdown.conditionals`; gamma_s
+is one per image here, the paper's per-image prior of a new image's weights). The M-step
+raises the sampled Q (eq. ApproTestQ)
+
+    Q(W, Z) = sum_n [ -gamma_e/2 ||X - g(W . Z)||^2 - gamma_s/2 ||W||^2
+                      + sum_u z_u log pi + (1 - z_u) log(1 - pi) ]
+
+in two moves, each of which cannot lower it:
+  1. per unit, (z, w) jointly to their coordinate maximum: z = 1 iff
+     log(pi/(1-pi)) + (gamma_e b)^2 / (2 P) > 0 (b = <F, R0>, P = gamma_e ||F||^2 + gamma_s,
+     F the unit's image, R0 the residual without it), w = gamma_e b / P if on, else 0.
+     This is eq. UpdateZ evaluated at the unit's best w (UpdateZ alone, at the current w,
+     can never switch a unit on once its W has decayed to 0, since an off unit's W gets no
+     data gradient). Units of one colour of one map have disjoint footprints: Q is
+     separable over them, so they are maximised together.
+  2. ``rmsprop_steps`` RMSprop steps (eq. UpdateW, decay ``rmsprop_decay``) on W with Z
+     fixed, the gradient by autodiff of Q.
+The chain starts from a Gibbs sample (``burn_in`` sweeps of the test-time sampler), so the
+MAP search starts inside the posterior's bulk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.pretrain.chain_parts import check_finite
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.model import DeepModel
+
+
+def _resample_gamma_s_per_image(w, model: DeepModel, seed):
+    """gamma_s[n] | W_n ~ Gamma(a_w + M/2, b_w + ||W_n||^2 / 2), M units per image."""
+    h = model.hyper
+    m = float(np.prod(w.shape[1:]))
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+    return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate
+
+
+def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
+    """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and per-image gamma_s.
+    Returns (state, gamma_s (N,))."""
+    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 5))
+    state = state._replace(resid=G.residual(state, x, model, mask))
+    for l in range(model.n_layers - 2, -1, -1):
+        state = G.resample_z(state, x, model, l, G.fold_seed(seeds[0], l), mask)
+    state = G.resample_theta(state, x, model, seeds[1])
+    state = G.resample_pi(state, x, model, seeds[2])
+    state = G.resample_gamma_e(state, x, model, seeds[3], mask)
+    return state, _resample_gamma_s_per_image(w, model, seeds[4])
+
+
+def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
+    """Move 1 of the M-step: every unit's (z, w) to its coordinate maximum of Q."""
+    gt, col = model.top, model.colourings[-1]
+    colour_terms = G.top_unit_terms(state, model, mask)
+    ge = state.gamma_e[:, None, None]
+    gs = gamma_s[:, None, None]
+    s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
+    w_k = tf.transpose(w, [3, 0, 1, 2])
+    log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
+    resid = state.resid
+    # coordinate ascent in index order: a maximisation, not a sampler, has no scan to draw
+    for ci, (a, b) in enumerate(col.colours()):
+        member = tf.constant(col.member_mask(a, b))[None]
+        real = tf.constant(col.real(a, b))[None]
+        cache0, terms = colour_terms(ci, ci, None)
+
+        def body(k, resid, s_k, w_k, cache, a=a, b=b, member=member, real=real, terms=terms):
+            bsum, asum, finish, cache = terms(k, k, resid, col.take(s_k[k], a, b), cache)
+            prec = ge * asum + gs
+            w_best = ge * bsum / prec
+            gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
+            on = tf.cast((gain > 0.0) & real, tf.float32)
+            val = on * w_best
+            resid = finish(val)
+            s_new = tf.where(member, col.put(val, a, b), s_k[k])
+            return (k + 1, resid, tf.tensor_scatter_nd_update(s_k, [[k]], s_new[None]),
+                    tf.tensor_scatter_nd_update(w_k, [[k]], s_new[None]), cache)
+
+        _, resid, s_k, w_k, _ = tf.while_loop(lambda k, *_: k < gt.k, body,
+                                              (tf.constant(0), resid, s_k, w_k, cache0),
+                                              parallel_iterations=1)
+    s_top = tf.transpose(s_k, [1, 2, 3, 0])
+    on = tf.cast(tf.not_equal(s_top, 0.0), tf.float32)
+    return state._replace(s_top=s_top, on=on, resid=resid), tf.transpose(w_k, [1, 2, 3, 0])
+
+
+def q_value(state: G.DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.Tensor:
+    """Q of the current sample, per image (N,): the M-step's objective."""
+    rec = G.reconstruct(state._replace(s_top=w * state.on), model)
+    r = G.masked(x - rec, mask)
+    lp = state.log_pi
+    return (-0.5 * state.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3])
+            - 0.5 * gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+            + tf.reduce_sum(state.on * lp[:, None, None, :, 0]
+                            + (1.0 - state.on) * lp[:, None, None, :, 1], axis=[1, 2, 3]))
+
+
+def rmsprop_w(state: G.DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float,
+              decay: float, steps: int, mask=None):
+    """Move 2 of the M-step: RMSprop ascent on W with Z fixed (eq. UpdateW).
+
+    RMSprop's step is about ``lr`` whatever the gradient's size, so ``lr`` is taken in
+    units of W's prior sd ``1 / sqrt(gamma_s)`` (per image): the paper's 1e-3 assumed
+    weights of order 1, and on MNIST's top layer (sd ~ 2e-3) an absolute 1e-3 step
+    scrambled the features (test error 87% against 18% without the step; docs/design.md).
+    """
+    scale = tf.math.rsqrt(tf.reshape(gamma_s, [-1, 1, 1, 1]))
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            q = tf.reduce_sum(q_value(state, w, gamma_s, x, model, mask))
+        g = tape.gradient(q, w) * state.on  # an off unit's W only decays: keep it at 0
+        v = decay * v + (1.0 - decay) * g * g
+        w = w + lr * scale * g / (tf.sqrt(v) + 1e-8)
+    s_top = w * state.on
+    state = state._replace(s_top=s_top)
+    return state._replace(resid=G.residual(state, x, model, mask)), w, v
+
+
+def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
+                      mask_given: bool = False):
+    """A compiled MCEM iteration f(state, w, v, x[, mask]) -> (state, w, v, gamma_s, Q (N,))."""
+
+    def it(state, w, v, x, mask=None):
+        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 2))
+        state = state._replace(seed=seeds[0])
+        state, gs = e_step(state, w, x, model, seeds[1], mask)
+        state, w = maximise_units(state, w, gs, model, mask)
+        state, w, v = rmsprop_w(state, w, v, gs, x, model, lr=lr, decay=decay, steps=steps,
+                                mask=mask)
+        return state, w, v, gs, q_value(state, w, gs, x, model, mask)
+
+    if mask_given:
+        return compiled(lambda st, w, v, x, mask: it(st, w, v, x, mask), reduce_retracing=True)
+    return compiled(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
+
+
+def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
+              seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
+              gamma_e_init: float | None = None, hyper: dict | None = None,
+              rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
+              scan: str = "random", progress: Callable[[str], None] | None = print,
+              fn_cache: dict | None = None) -> dict:
+    """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
+    dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
+
+    Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'q_trace':
+    (iterations,) mean Q per image after each iteration, 'seconds'}. Batch b is seeded
+    by fold-in of (seed, b): results do not depend on the batches before it.
+    ``fn_cache``: a dict shared across calls (other dictionaries of the same shapes, other
+    images) so that the compiled sweep and iteration are traced once, not per call.
+    ``scan``: the visiting order of the Gibbs sweeps and E-steps (:class:`DeepModel`); the
+    M-step's coordinate ascent keeps index order.
+    """
+    x = np.asarray(x, np.float32)
+    check_finite("test-time MCEM input x", x)
+    if burn_in < 0 or iterations < 1 or batch_size < 1:
+        raise ValueError("need burn_in >= 0, iterations >= 1 and batch_size >= 1")
+    say = progress or (lambda _m: None)
+    ks = [int(np.shape(d)[-1]) for d in dictionaries]
+    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
+    cache = fn_cache if fn_cache is not None else {}
+    key = (tuple(x.shape[1:]), json.dumps([dict(l) for l in layers], sort_keys=True), tuple(ks),
+           json.dumps(hyper, sort_keys=True, default=str), rmsprop_lr, rmsprop_decay, rmsprop_steps,
+           scan)
+    gibbs_fns, mcem_fns = cache.setdefault(key, ({}, {}))
+    feats, q_sum = [], np.zeros(iterations)
+    t0 = time.time()
+    for b0 in range(0, len(x), batch_size):
+        real = x[b0: b0 + batch_size]
+        n_real = len(real)
+        # a partial batch is padded with copies of its images (dropped below): one traced
+        # shape for every batch (images are conditionally independent given D, so the
+        # copies change only which random numbers the real images draw)
+        xb = tf.constant(np.resize(real, (batch_size, *real.shape[1:])) if n_real < batch_size
+                         else real)
+        nb = int(xb.shape[0])
+        if nb not in gibbs_fns:
+            gibbs_fns[nb] = G.make_sweep_fn(model, update_globals=False)
+            mcem_fns[nb] = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay,
+                                             steps=rmsprop_steps)
+        bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x3C3], tf.int32),
+                                                         b0 // batch_size)
+        st = G.init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
+                          gamma_s_init=gamma_s)
+        for _ in range(burn_in):
+            st, _ = gibbs_fns[nb](st, xb)
+        w = st.s_top
+        v = tf.zeros_like(w)
+        for t in range(iterations):
+            st, w, v, _, q = mcem_fns[nb](st, w, v, xb)
+            q_sum[t] += float(tf.reduce_sum(q[:n_real]))
+        f = np.asarray(st.s_top).reshape(nb, -1)[:n_real]
+        check_finite("MAP top-layer features", f)
+        feats.append(f)
+        done = b0 + n_real
+        say(f"test-time MCEM: {done}/{len(x)} images, Q/image {q_sum[-1] / done:.6g}, "
+            f"{done / max(time.time() - t0, 1e-9):.2f} images/s")
+    return {"features": np.concatenate(feats), "q_trace": q_sum / len(x),
+            "seconds": time.time() - t0}

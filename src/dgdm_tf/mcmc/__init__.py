@@ -1,0 +1,1 @@
+"""What every chain shares: mixing diagnostics, tempered burn-in."""

@@ -1,0 +1,237 @@
+"""Gibbs driver for layer-wise pretraining: burn-in, pruning, collection, checkpoints.
+
+Kernels live in :mod:`dgdm_tf.pretrain.kernel`; this module only schedules them. The chain is
+restartable: every ``checkpoint_every`` sweeps its whole state (including the stateless
+seed it carries), the collection sums and the trace are written atomically to
+``checkpoint_dir``; a rerun with the same arguments resumes from the newest checkpoint
+and ends bit-for-bit where an uninterrupted run ends (same machine, same TF build).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.mcmc import anneal
+
+from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
+from dgdm_tf.pretrain.kernel import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
+                              init_state, log_likelihood, make_sweep_fn, pad_input)
+from dgdm_tf.core.ops import full_conv
+from dgdm_tf.pretrain.chain_parts import INIT_SALT, START_SALT, check_finite, maps_to_keep, report_sweep
+from dgdm_tf.pretrain.stream_chain import run_streamed_layer
+
+
+def fingerprint(*arrays: np.ndarray, **kwargs) -> str:
+    """Short hash of a chain's inputs and settings: a checkpoint resumes only a chain
+    with the same fingerprint (shared by the pretraining and refinement drivers)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(json.dumps(kwargs, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _state_to_numpy(state: PretrainState) -> dict:
+    return {f"state_{k}": np.asarray(v) for k, v in state._asdict().items()}
+
+
+def _state_from_numpy(arrs) -> PretrainState:
+    return PretrainState(**{k: tf.constant(arrs[f"state_{k}"]) for k in PretrainState._fields})
+
+
+def _trace_row(sweep: int, phase: str, state: PretrainState, model: LayerModel, x_norm: float,
+               seconds: float, used: np.ndarray) -> dict:
+    g = model.geom
+    active = float(np.mean(used))
+    return {"sweep": sweep, "phase": phase, "n_dict": g.k,
+            "log_lik": float(log_likelihood(state, model)),
+            "rel_residual": float(np.linalg.norm(np.asarray(state.resid)) / max(x_norm, 1e-30)),
+            "active_frac": active, "gamma_e_mean": float(np.mean(np.asarray(state.gamma_e))),
+            "gamma_w": float(state.gamma_w), "seconds": seconds}
+
+
+def prune_state(state: PretrainState, model: LayerModel, keep: np.ndarray):
+    """Drop dictionary elements not in ``keep``; their contribution returns to the residual."""
+    g = model.geom
+    drop = np.setdiff1d(np.arange(g.k), keep)
+    if drop.size == 0:
+        return state, model
+    s_drop = tf.gather(state.s, drop, axis=2)
+    d_drop = tf.gather(state.d, drop, axis=3)
+    back = full_conv(blocks_to_nhwc(s_drop, g.with_k(len(drop))), d_drop)
+    new_geom = g.with_k(int(len(keep)))
+    new_model = LayerModel(new_geom, model.hyper, top=model.top, n_images=model.n, scan=model.scan)
+    state = state._replace(
+        s=tf.gather(state.s, keep, axis=2), z=tf.gather(state.z, keep, axis=2),
+        d=tf.gather(state.d, keep, axis=3), log_theta=tf.gather(state.log_theta, keep, axis=1),
+        resid=state.resid + pad_input(back, g))
+    return state, new_model
+
+
+def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
+    """Fraction of each map's blocks that are on, averaged over images."""
+    g = model.geom
+    on = np.asarray(active_mask(state, model))  # Gh, Gw, K, N, nch, ncw
+    return on.sum(axis=(0, 1, 3, 4, 5)) / (g.n_valid_blocks() * on.shape[3])
+
+
+def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int, seed: int,
+                       burn_in: int, collect: int, thin: int = 1, prune_min_usage: float = 0.0,
+                       hyper: dict | None = None, checkpoint_dir: str | os.PathLike | None = None,
+                       checkpoint_every: int = 10, trace_path: str | os.PathLike | None = None,
+                       progress: Callable[[str], None] | None = print,
+                       jit_compile: bool = False, stop_after: int | None = None,
+                       dict_init: str = "patches", anneal_sweeps: int = 0,
+                       anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                       scan: str = "random", start: RidgeStart | None = RidgeStart(),
+                       batch_size: int | None = None) -> dict:
+    """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
+
+    ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
+    dropped (the paper's inference of K), then ``collect`` samples one every ``thin``
+    sweeps, averaged (x_next: the Rao-Blackwellised pooled features, see
+    ``pretrain.resample_zw``). A layer with ``pool == 1`` is a top layer with the
+    spike-slab prior. The first ``anneal_sweeps`` burn-in sweeps run at a tempered
+    likelihood, gamma_e capped by a schedule rising ``anneal_ratio``-fold from
+    ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.mcmc.anneal`). ``scan`` is the sweep's visiting
+    order (``pretrain.LayerModel``); ``start`` the local state's start given the initial
+    D (:mod:`dgdm_tf.pretrain.ridge_start`; ``None``: every block off).
+    ``stop_after`` ends the run early after that many sweeps in total (used to test
+    resumption); the result is then ``None``. ``batch_size`` sweeps the images in
+    batches of that many with the per-image state on disk under ``checkpoint_dir``
+    (:mod:`dgdm_tf.pretrain.stream_chain`: memory bounded by the batch, a checkpoint every sweep,
+    ``checkpoint_every`` unused); ``None`` holds every image's state in memory.
+
+    Returns {'D', 'kept', 'usage', 'x_next', 'gamma_e', 'gamma_w', 'sweeps', 'seconds'}.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 4:
+        raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
+    check_finite("layer input x", x)
+    if burn_in < 0 or collect < 1 or thin < 1:
+        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    if anneal_sweeps > burn_in:
+        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
+                         "only burn-in sweeps may run at a tempered likelihood")
+    if prune_min_usage > 0 and burn_in == 0:
+        raise ValueError("pruning happens at the end of burn-in: with prune_min_usage > 0 "
+                         "set burn_in >= 1 (or prune_min_usage: 0)")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+    say = progress or (lambda _m: None)
+    hyp = Hyper.from_dict(hyper)
+    n, h, w, c = x.shape
+    geom = LayerGeometry(hx=h, wx=w, c=c, dh=dict_size, dw=dict_size, k=n_dict, p=pool)
+    model = LayerModel(geom, hyp, top=(pool == 1), n_images=n, scan=scan)
+    total = burn_in + collect * thin
+    fp = fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
+                      burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
+                      hyper=hyp.__dict__, dict_init=dict_init,
+                      **({"anneal": [anneal_sweeps, anneal_ratio, anneal_start]}
+                         if anneal_sweeps else {}),
+                      # absent while they are the sampler's old defaults, so checkpoints of
+                      # earlier runs of those settings still resume
+                      **({"scan": scan} if scan != "fixed" else {}),
+                      **({"start": dataclasses.asdict(start)} if start is not None else {}),
+                      **({"batch_size": batch_size} if batch_size is not None else {}))
+    ckdir = Path(checkpoint_dir) if checkpoint_dir else None
+    if batch_size is not None:
+        # without a checkpoint folder the state lives in a temporary one (no resumption)
+        with (contextlib.nullcontext(ckdir / "stream") if ckdir else
+              tempfile.TemporaryDirectory(prefix="dgdm_stream_")) as state_dir:
+            return run_streamed_layer(
+                x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
+                collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
+                state_dir=state_dir, trace_path=trace_path, say=say, jit_compile=jit_compile,
+                stop_after=stop_after, dict_init=dict_init, anneal_sweeps=anneal_sweeps,
+                anneal_ratio=anneal_ratio, anneal_start=anneal_start, start=start)
+    x_tf = tf.constant(x)
+    x_norm = float(np.linalg.norm(x))
+
+    # ---- start or resume -----------------------------------------------------------
+    done, rows, acc = 0, [], None
+    kept = np.arange(n_dict)
+    state = None
+    ck = ckdir / "checkpoint.npz" if ckdir else None
+    if ck is not None and ck.exists():
+        with np.load(ck, allow_pickle=False) as z:
+            if str(z["fingerprint"]) == fp:
+                done = int(z["sweep"])
+                kept = z["kept"]
+                rows = json.loads(str(z["trace"]))
+                state = _state_from_numpy(z)
+                if "acc_d" in z:
+                    acc = {k[4:]: z[k] for k in z.files if k.startswith("acc_")}
+                say(f"resuming from checkpoint at sweep {done}/{total} ({ck})")
+            else:
+                say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
+    if state is None:
+        state = init_state(x, model, tf.constant([seed, INIT_SALT], tf.int32), dict_init=dict_init)
+        if start is not None:
+            state = ridge_start(state, x_tf, model, start,
+                                tf.constant([seed, START_SALT], tf.int32))
+    else:
+        model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n,
+                           scan=scan)
+    sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
+
+    def save(sweep_idx):
+        if ck is None:
+            return
+        arrs = _state_to_numpy(state)
+        if acc is not None:
+            arrs.update({f"acc_{k}": v for k, v in acc.items()})
+        # uncompressed: compressing the float state every few sweeps costs seconds
+        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp),
+                           sweep=np.array(sweep_idx), kept=np.asarray(kept),
+                           trace=np.array(json.dumps(rows)), **arrs)
+
+    t_start = time.time()
+    cap_start = anneal_start * anneal.start_precision(x)
+    for t in range(done, total):
+        t0 = time.time()
+        cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
+        state, expected = (sweep_fn(state, x_tf) if cap is None
+                           else sweep_fn(state, x_tf, tf.constant(cap)))
+        sec = time.time() - t0
+        phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
+        check_finite(f"D after sweep {t + 1}", state.d)
+        check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
+        used = usage(state, model)
+        row = _trace_row(t + 1, phase, state, model, x_norm, sec, used)
+        rows.append(row)
+        keep_local = maps_to_keep(used, prune_min_usage, say) if t + 1 == burn_in else None
+        if keep_local is not None:
+            state, model = prune_state(state, model, keep_local)
+            kept = np.asarray(kept)[keep_local]
+            sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
+        if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
+            sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
+                      "usage": used, "gamma_e": np.asarray(state.gamma_e),
+                      "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
+            acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
+        report_sweep(say, rows, trace_path, total, (time.time() - t_start) / (t + 1 - done))
+        if (t + 1) % checkpoint_every == 0 or t + 1 == total:
+            save(t + 1)
+        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
+            return None
+    cnt = float(acc["count"])
+    return {"D": (acc["d"] / cnt).astype(np.float32), "kept": np.asarray(kept, dtype=np.int64),
+            "usage": (acc["usage"] / cnt).astype(np.float32),
+            "x_next": (acc["x_next"] / cnt).astype(np.float32),
+            "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
+            "gamma_w": np.float32(acc["gamma_w"] / cnt), "sweeps": total,
+            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}

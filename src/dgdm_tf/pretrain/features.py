@@ -1,0 +1,158 @@
+"""Top-layer features of images with the dictionaries fixed (Gibbs, samples averaged).
+
+Layer by layer, bottom up: the local variables of each image (z, W, theta, gamma_e) are
+sampled with D and gamma_w held at their pretrained values; the posterior mean of the
+pooled feature maps over the collected sweeps (Rao-Blackwellised: the conditional
+expectation of each block at its draw, see ``pretrain.resample_zw``) is the next
+layer's input, as in pretraining. The top layer's averaged maps, flattened, are the
+features (SPEC sec. 1: MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
+fold-in of (seed, layer, b), so features do not depend on how many batches ran before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.mcmc import anneal
+from dgdm_tf.pretrain.chain_parts import START_SALT, check_finite
+from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.mcmc.diagnostics import map_distance
+from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
+
+
+def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
+                gamma_e_init: float | None = None, jit_compile: bool = False,
+                burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
+                anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                colour_order=None, chains: int = 1, stats: dict | None = None,
+                layer_index: int = 0, scan: str = "random",
+                start: RidgeStart | None = RidgeStart(),
+                progress: Callable[[str], None] | None = print) -> np.ndarray:
+    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed.
+
+    The first ``anneal_sweeps`` burn-in sweeps cap gamma_e by a schedule rising
+    ``anneal_ratio``-fold from ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.mcmc.anneal`).
+    ``scan`` is the sampler's visiting order (``pretrain.LayerModel``; ``colour_order``
+    the fixed scan's order). ``start``: each chain's local state starts at
+    :mod:`dgdm_tf.pretrain.ridge_start`'s fit of the image (gamma_e at its conditional mean there,
+    ``gamma_e_init`` unused); ``None``: every block off, gamma_e at ``gamma_e_init``.
+
+    ``chains`` independent chains per image are averaged. At the model's noise precision
+    one chain keeps the decomposition of the image it reaches in its first sweeps; the
+    posterior mean averages over many (docs/design.md, "Mixing"). Chain 0 is the single
+    chain (``colour_order``, the seeds of ``chains=1``); chain c > 0 visits the colours in
+    the c-th of a fixed sequence of orders (a permutation seeded by (layer, c), not by
+    ``seed``, so train and test features are built by the same orders), each an exact
+    sweep; its draws come from ``seed``. With ``scan="random"`` the chains differ by their
+    seeds only. With ``stats`` (a
+    dict) and two or more chains, ``stats['half_distance']`` is the relative distance
+    between the averages of the even and the odd chains (``mixing.map_distance`` of the
+    two feature tensors): near 0 when the chains agree, ~1.4 when they are unrelated.
+    """
+    if chains < 1:
+        raise ValueError(f"chains must be at least 1, got {chains}")
+    if anneal_sweeps > burn_in:
+        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
+                         "only burn-in sweeps may run at a tempered likelihood")
+    x = np.asarray(x, np.float32)
+    d = np.asarray(d, np.float32)
+    n, h, w, c = x.shape
+    if d.shape[2] != c:
+        raise ValueError(f"dictionary of layer {layer_index + 1} expects {d.shape[2]} input "
+                         f"channels, the input has {c}")
+    hyp = Hyper.from_dict(hyper)
+    say = progress or (lambda _m: None)
+    geom = LayerGeometry(hx=h, wx=w, c=c, dh=d.shape[0], dw=d.shape[1], k=d.shape[3], p=pool)
+    colours = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
+    sums = np.zeros((2, n, geom.nbh, geom.nbw, geom.k), np.float64)  # even, odd chains
+    t0 = time.time()
+    if scan == "random" and colour_order is not None:
+        raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
+    for ch in range(chains):
+        order = colour_order
+        if ch > 0 and scan == "fixed":
+            # the same orders for every image set: train and test features built alike
+            perm = np.random.default_rng([layer_index, ch]).permutation(len(colours))
+            order = [colours[i] for i in perm]
+        fns = {}
+        for b0 in range(0, n, batch_size):
+            xb = x[b0: b0 + batch_size]
+            nb = len(xb)
+            model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=order,
+                               scan=scan)
+            if nb not in fns:  # the last, shorter batch gets its own trace
+                fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False,
+                                        return_expected_pool=True, jit_compile=jit_compile)
+            bseed = tf.random.experimental.stateless_fold_in(
+                tf.constant([seed, layer_index], tf.int32), b0 // batch_size)
+            if ch > 0:
+                bseed = tf.random.experimental.stateless_fold_in(bseed, 0x5EED + ch)
+            st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
+            st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
+            xt = tf.constant(xb)
+            if start is not None:
+                st = ridge_start(st, xt, model, start,
+                                 tf.random.experimental.stateless_fold_in(bseed, START_SALT),
+                                 fixed_gamma_w=True)
+            acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
+            cap_start = anneal_start * anneal.start_precision(xb)
+            for t in range(burn_in + collect):
+                cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
+                st, expected = fns[nb](st, xt) if cap is None else fns[nb](st, xt, tf.constant(cap))
+                if t >= burn_in:
+                    acc += np.asarray(expected)
+            check_finite(f"layer {layer_index + 1} features", acc)
+            sums[ch % 2, b0: b0 + nb] += acc / collect
+            done = ch * n + b0 + nb
+            say(f"layer {layer_index + 1}" + (f", chain {ch + 1}/{chains}" if chains > 1 else "")
+                + f": {b0 + nb}/{n} images, {done / max(time.time() - t0, 1e-9):.1f} images/s")
+    if stats is not None and chains > 1:
+        halves = [sums[0] / ((chains + 1) // 2), sums[1] / (chains // 2)]
+        stats["half_distance"] = map_distance(halves[0].ravel(), halves[1].ravel())
+    return (sums.sum(axis=0) / chains).astype(np.float32)
+
+
+def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
+                   seed: int, burn_in: int, collect: int, batch_size: int,
+                   gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
+                   hyper: dict | None = None, jit_compile: bool = False,
+                   anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
+                   layer_outputs: list | None = None, chains: int = 1,
+                   layer_stats: list | None = None, scan: str = "random",
+                   start: RidgeStart | None = RidgeStart(),
+                   progress: Callable[[str], None] | None = print) -> np.ndarray:
+    """(N, F) top-layer features of ``x`` through every layer, samples averaged.
+
+    ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w');
+    ``gamma_e_inits`` (e.g. the mean pretrained noise precision of each layer) start each
+    chain's gamma_e where pretraining left it rather than at 1 / Var(X_n): a chain started
+    at a low precision turns blocks on only slowly, which short chains cannot afford.
+    ``anneal_*``: tempered burn-in of every layer's chains (:func:`infer_layer`).
+    ``layer_outputs``, a list, receives each layer's pooled posterior mean (N, h, w, K)
+    (the mixing diagnostics read layer 1's). ``chains``: independent chains per image,
+    averaged (:func:`infer_layer`); ``layer_stats``, a list, receives each layer's stats.
+    ``scan``, ``start``: every layer's chains' scan order and start (:func:`infer_layer`).
+    """
+    if gamma_e_inits is None:
+        gamma_e_inits = [None] * len(dictionaries)
+    # zip() would silently drop layers on a short list
+    if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_e_inits):
+        raise ValueError("one pooling size, gamma_w and gamma_e start per dictionary are needed")
+    h = np.asarray(x, np.float32)
+    for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
+        st = {}
+        h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
+                        collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
+                        jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
+                        anneal_ratio=anneal_ratio, anneal_start=anneal_start, chains=chains,
+                        stats=st, scan=scan, start=start, progress=progress)
+        if layer_outputs is not None:
+            layer_outputs.append(h)
+        if layer_stats is not None:
+            layer_stats.append(st)
+    return h.reshape(len(h), -1)

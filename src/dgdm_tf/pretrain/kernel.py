@@ -1,0 +1,582 @@
+"""Layer-wise pretraining model (supplement, "Bottom-Up Pretraining"): one Gibbs sweep.
+
+Model of one layer (eq. x_lp1), images n = 1..N, maps k = 1..K:
+
+    X_n = sum_k D_k * (Z_nk . W_nk) + E_n,   E_n ~ N(0, 1/gamma_e[n]),  gamma_e ~ Gamma(a_e, b_e)
+    z_nk[block] ~ Mult(1, theta_nk) over p*p positions + off,  theta_nk ~ Dir(alpha)
+    W ~ N(0, 1/gamma_w),  gamma_w ~ Gamma(a_w, b_w),  D_k ~ N(0, I / dict_prior_precision)
+
+Choices where the paper is loose (written down here as the code's contract):
+
+* ``gamma_w`` is one precision per layer, as in the model's definition (gamma_{wl}); the
+  supplement's conditional indexes it per (n, k), but with a Gamma(1e-6, 1e-6) prior a
+  per-(n, k) precision is unidentified once that map is off everywhere in an image.
+* Entries of W at inactive positions never touch the likelihood; they are integrated
+  out (a partially collapsed Gibbs step, van Dyk & Park 2008), so the gamma_w
+  conditional counts the active entries only. The target distribution is unchanged.
+* The (z, W) conditional of a block is drawn jointly: W integrated out gives the
+  (p^2 + 1)-way categorical in closed form (precision gamma_e ||D_k||^2 + gamma_w),
+  then W given z. Blocks of one colour of one map have disjoint footprints, so they are
+  conditionally independent and drawn together (exact; SPEC sec. 3).
+* D_k is drawn jointly over its dh*dw*C entries from its exact Gaussian conditional
+  (the supplement draws D entry by entry; the joint draw is the same target, mixes
+  better). Maps are updated one after the other, the residual kept current.
+
+State layout: block values are kept colour-major, ``s[a, b, k, n, u, v, m]`` is the value
+at position m (row-major in the p x p block) of block (u*G_h + a, v*G_w + b) of map k,
+image n; ``z`` holds block states (p*p = off). The residual ``resid`` is X - sum D*S on
+the padded grid (padding is always exactly zero).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.layout import LayerGeometry, dirichlet_prior
+
+_SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
+
+PretrainState = collections.namedtuple(
+    "PretrainState", ["s", "z", "d", "log_theta", "gamma_w", "gamma_e", "resid", "seed"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyper:
+    """Prior hyperparameters (the same for every data set, Sec. 4)."""
+
+    a_e: float = 1e-6
+    b_e: float = 1e-6
+    a_w: float = 1e-6
+    b_w: float = 1e-6
+    dict_prior_precision: float = 1.0
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Hyper":
+        d = dict(d or {})
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown hyperparameter(s) {sorted(unknown)}; allowed: "
+                             f"{[f.name for f in dataclasses.fields(cls)]}")
+        return cls(**{k: float(v) for k, v in d.items()})
+
+
+class LayerModel:
+    """Everything a sweep needs that is not state: geometry, priors, masks."""
+
+    def __init__(self, geom: LayerGeometry, hyper: Hyper, top: bool, n_images: int,
+                 colour_order: tuple[tuple[int, int], ...] | None = None, scan: str = "random"):
+        self.geom = geom
+        # ``scan``: "random" draws the order of the colours and, within each colour, of
+        # the maps afresh every sweep from the sweep's seed; "fixed" visits the colours in
+        # ``colour_order`` (row-major by default) and the maps in index order. Every
+        # order gives an exact sweep, and a random order drawn independently of the state
+        # is a mixture of exact sweeps. With a fixed order the blocks visited first take
+        # whatever residual a sweep finds, so a chain's features drift towards the colour
+        # visited first (docs/design.md, "Mixing").
+        if scan not in ("random", "fixed"):
+            raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
+        self.scan = scan
+        grid = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
+        self.colour_order = tuple(grid) if colour_order is None else tuple(
+            (int(a), int(b)) for a, b in colour_order)
+        if sorted(self.colour_order) != grid:
+            raise ValueError(f"colour_order must visit each of the {len(grid)} colours "
+                             f"{grid} once, got {self.colour_order}")
+        if scan == "random" and colour_order is not None:
+            raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
+        self.hyper = hyper
+        self.top = top
+        self.n = n_images
+        self.alpha = tf.constant(dirichlet_prior(geom, top))
+        valid = geom.valid_positions()  # (Gh, Gw, nch, ncw, P2): position inside S
+        self.valid = tf.constant(valid)
+        self.block_valid = tf.constant(valid.any(-1))  # (Gh, Gw, nch, ncw): a real block
+        self.n_pixels = float(geom.hx * geom.wx * geom.c)
+        # A[t, t'] = ac[t' - t]: indices into the flattened circular (Hx x Wx) autocorrelation.
+        th, tw = np.meshgrid(np.arange(geom.dh), np.arange(geom.dw), indexing="ij")
+        th, tw = th.ravel(), tw.ravel()
+        lag_h = (th[None, :] - th[:, None]) % geom.hx
+        lag_w = (tw[None, :] - tw[:, None]) % geom.wx
+        self.lag_index = tf.constant(lag_h * geom.wx + lag_w, dtype=tf.int32)
+
+
+# ---------------------------------------------------------------------------------------
+# Layout helpers
+# ---------------------------------------------------------------------------------------
+
+def pad_input(x: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """Zero-pad X (N, hx, wx, C) to the sampler's padded grid."""
+    return tf.pad(x, [[0, 0], [0, geom.hr - geom.hx], [0, geom.wr - geom.wx], [0, 0]])
+
+
+def blocks_to_nhwc(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """Colour-major block values (Gh, Gw, K, N, nch, ncw, P2) -> S (N, hs, ws, K)."""
+    g = geom
+    k, n = tf.shape(s)[2], tf.shape(s)[3]
+    s = tf.reshape(s, [g.gh, g.gw, k, n, g.nch, g.ncw, g.p, g.p])
+    s = tf.transpose(s, [3, 4, 0, 6, 5, 1, 7, 2])  # N, u, a, r, v, b, c, K
+    s = tf.reshape(s, [n, g.hs_pad, g.ws_pad, k])
+    return s[:, : g.hs, : g.ws, :]
+
+
+def nhwc_to_blocks(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """Inverse of :func:`blocks_to_nhwc` (positions outside Hs/Ws must be absent)."""
+    g = geom
+    n, k = tf.shape(s)[0], tf.shape(s)[3]
+    s = tf.pad(s, [[0, 0], [0, g.hs_pad - g.hs], [0, g.ws_pad - g.ws], [0, 0]])
+    s = tf.reshape(s, [n, g.nch, g.gh, g.p, g.ncw, g.gw, g.p, k])
+    s = tf.transpose(s, [2, 5, 7, 0, 1, 4, 3, 6])
+    return tf.reshape(s, [g.gh, g.gw, k, n, g.nch, g.ncw, g.p * g.p])
+
+
+def block_kernels(d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """(K, fh, fw, C, P2): D_k placed at each of the p*p offsets of a block's footprint."""
+    g = geom
+    cols = []
+    for m in range(g.p * g.p):
+        r, c = divmod(m, g.p)
+        cols.append(tf.pad(d, [[r, g.p - 1 - r], [c, g.p - 1 - c], [0, 0], [0, 0]]))
+    kb = tf.stack(cols, axis=-1)  # fh, fw, C, K, P2
+    return tf.transpose(kb, [3, 0, 1, 2, 4])
+
+
+def _blocks_to_pooled(v: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """(Gh, Gw, K, N, nch, ncw) per-block values -> (N, nbh, nbw, K)."""
+    g = geom
+    v = tf.transpose(v, [3, 4, 0, 5, 1, 2])  # N, u, a, v, b, K
+    n, k = tf.shape(v)[0], tf.shape(v)[5]
+    v = tf.reshape(v, [n, g.nch * g.gh, g.ncw * g.gw, k])
+    return v[:, : g.nbh, : g.nbw, :]
+
+
+def reconstruction(s: tf.Tensor, d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
+    """sum_k D_k * S_k on the unpadded grid (N, hx, wx, C)."""
+    from dgdm_tf.core.ops import full_conv
+    return full_conv(blocks_to_nhwc(s, geom), d)
+
+
+def _log_gamma_sample(shape_param, seed):
+    """log of a Gamma(shape, 1) draw, exact for small shapes (no underflow to -inf).
+
+    G_a = G_{a+1} * U^{1/a} (Marsaglia & Tsang's boost), taken in log space.
+    """
+    s1, s2 = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    g = tf.random.stateless_gamma(tf.shape(shape_param), s1, alpha=shape_param + 1.0)
+    u = tf.random.stateless_uniform(tf.shape(shape_param), s2, minval=1e-30, maxval=1.0)
+    return tf.math.log(g) + tf.math.log(u) / shape_param
+
+
+def log_dirichlet_sample(alpha, seed):
+    """log of a Dirichlet(``alpha``) draw over the last axis (normalised log-Gamma draws)."""
+    lg = _log_gamma_sample(alpha, seed)
+    return lg - tf.reduce_logsumexp(lg, axis=-1, keepdims=True)
+
+
+def _gamma_sample(shape, rate, seed):
+    return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=shape) / rate
+
+
+# ---------------------------------------------------------------------------------------
+# Initialisation
+# ---------------------------------------------------------------------------------------
+
+def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
+               init_off: float = 0.9, gamma_e_init: float | None = None) -> PretrainState:
+    """Start of the chain (the paper leaves it open; these choices only set where the
+    chain starts, never what it converges to):
+
+    * D: ``"patches"`` -- the most energetic of 4K random dh x dw x C windows of X, each
+      scaled to the prior's expected norm sqrt(dh dw C / dict_prior_precision) (a short
+      chain from prior noise spends most of its sweeps turning noise into strokes);
+      ``"prior"`` -- a draw from N(0, I / dict_prior_precision).
+    * every block off; theta_nk puts ``init_off`` on the off state and spreads the rest
+      evenly (starting sparse lets the noise precision grow as the fit improves rather
+      than starting with every block on);
+    * gamma_w = 1 and gamma_e = 1 / Var(X_n), data-scaled starts (the Gamma(1e-6, 1e-6)
+      prior puts almost all of its mass near 0 or infinity), or ``gamma_e_init`` when
+      given (feature inference starts there from the pretrained noise level).
+    """
+    seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+    s_next = tf.unstack(tf.random.experimental.stateless_split(seed, 4))[3]
+    x = tf.convert_to_tensor(x, tf.float32)
+    d = initial_dictionary(x, model, seed, dict_init)
+    s, z, log_theta, gamma_e = initial_locals(x, model, init_off, gamma_e_init)
+    return PretrainState(s=s, z=z, d=d, log_theta=log_theta, gamma_w=tf.constant(1.0),
+                         gamma_e=gamma_e, resid=pad_input(x, model.geom), seed=s_next)
+
+
+def initial_dictionary(x, model: LayerModel, seed, dict_init: str = "patches") -> tf.Tensor:
+    """D of :func:`init_state` (dh, dw, C, K); reads only the 4K windows it picks from X."""
+    g = model.geom
+    seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+    s_d, s_i, s_j, _ = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+    x = tf.convert_to_tensor(x, tf.float32)
+    n = x.shape[0]
+    scale = math.sqrt(g.dh * g.dw * g.c / model.hyper.dict_prior_precision)
+    if dict_init == "prior":
+        return tf.random.stateless_normal([g.dh, g.dw, g.c, g.k], s_d) * (
+            scale / math.sqrt(g.dh * g.dw * g.c))
+    if dict_init != "patches":
+        raise ValueError(f"dict_init must be 'patches' or 'prior', got {dict_init!r}")
+    # 4K random windows, keep the K with the most energy (an empty background window
+    # has no direction), each scaled to the prior's expected norm.
+    m = 4 * g.k
+    img = tf.random.stateless_uniform([m], s_d, 0, n, dtype=tf.int32)
+    ii = tf.random.stateless_uniform([m], s_i, 0, g.hx - g.dh + 1, dtype=tf.int32)
+    jj = tf.random.stateless_uniform([m], s_j, 0, g.wx - g.dw + 1, dtype=tf.int32)
+    rows = tf.gather(x, img)  # m, hx, wx, C
+    patches = tf.gather(rows, ii[:, None] + tf.range(g.dh)[None], axis=1, batch_dims=1)
+    patches = tf.gather(patches, jj[:, None] + tf.range(g.dw)[None], axis=2, batch_dims=1)
+    norm = tf.sqrt(tf.reduce_sum(tf.square(patches), axis=[1, 2, 3]))
+    top = tf.math.top_k(norm, k=g.k).indices
+    patches, norm = tf.gather(patches, top), tf.gather(norm, top)
+    noise = tf.random.stateless_normal(tf.shape(patches), s_i)
+    noise = noise / tf.sqrt(tf.reduce_sum(tf.square(noise), axis=[1, 2, 3], keepdims=True))
+    unit = tf.where(norm[:, None, None, None] > 1e-6,
+                    patches / tf.maximum(norm, 1e-12)[:, None, None, None], noise)
+    return tf.transpose(unit * scale, [1, 2, 3, 0])
+
+
+def initial_locals(x, model: LayerModel, init_off: float = 0.9,
+                   gamma_e_init: float | None = None):
+    """(s, z, log_theta, gamma_e) of :func:`init_state` for the images X."""
+    g = model.geom
+    x = tf.convert_to_tensor(x, tf.float32)
+    n = x.shape[0]
+    s = tf.zeros([g.gh, g.gw, g.k, n, g.nch, g.ncw, g.p * g.p], tf.float32)
+    z = tf.fill([g.gh, g.gw, g.k, n, g.nch, g.ncw], g.off)
+    n_on = g.n_states - 1
+    theta0 = np.full(g.n_states, (1.0 - init_off) / n_on, np.float32)
+    theta0[-1] = init_off
+    log_theta = tf.broadcast_to(tf.math.log(tf.constant(theta0)), [n, g.k, g.n_states])
+    var = tf.math.reduce_variance(tf.reshape(x, [n, -1]), axis=1)
+    gamma_e = 1.0 / tf.maximum(var, 1e-6)
+    if gamma_e_init is not None:
+        gamma_e = tf.fill([n], tf.constant(gamma_e_init, tf.float32))
+    return s, tf.cast(z, tf.int32), log_theta, gamma_e
+
+
+# ---------------------------------------------------------------------------------------
+# Conditionals
+# ---------------------------------------------------------------------------------------
+
+def colour_tiles(resid, g: LayerGeometry, a, b):
+    """The footprints of colour (a, b)'s blocks in the residual, one row per block:
+    (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint. ``a``, ``b``
+    may be tensors (a scan order drawn at run time)."""
+    n = tf.shape(resid)[0]
+    # a roll to the colour's offset, then a static slice: under XLA a slice whose start
+    # is only known at run time recompiles on every call
+    reg = tf.roll(resid, tf.stack([-a * g.p, -b * g.p]), axis=[1, 2])
+    reg = reg[:, : g.nch * g.tile_h, : g.ncw * g.tile_w, :]
+    reg = tf.reshape(reg, [n, g.nch, g.tile_h, g.ncw, g.tile_w, g.c])[:, :, : g.fh, :, : g.fw, :]
+    reg = tf.transpose(reg, [0, 1, 3, 2, 4, 5])
+    return tf.reshape(reg, [n * g.nch * g.ncw, g.fh * g.fw * g.c])
+
+
+def tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
+    """Inverse placement of :func:`colour_tiles` (zeros elsewhere), on the padded grid."""
+    t = tf.reshape(tiles, [n, g.nch, g.ncw, g.fh, g.fw, g.c])
+    t = tf.transpose(t, [0, 1, 3, 2, 4, 5])
+    t = tf.pad(t, [[0, 0], [0, 0], [0, g.tile_h - g.fh], [0, 0], [0, g.tile_w - g.fw], [0, 0]])
+    t = tf.reshape(t, [n, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
+    # static padding, then a roll to the colour's offset: XLA needs a pad's widths at
+    # compile time, a roll's shift it does not; the zeros padded below and right are at
+    # least the offset, so nothing but zeros wraps around
+    t = tf.pad(t, [[0, 0], [0, g.hr - g.nch * g.tile_h], [0, g.wr - g.ncw * g.tile_w], [0, 0]])
+    return tf.roll(t, tf.stack([a * g.p, b * g.p]), axis=[1, 2])
+
+
+def scan_orders(model: LayerModel, seed):
+    """(colour ids (G_h G_w,), map order per colour (G_h G_w, K)) of one sweep.
+
+    A colour's id is a * G_w + b. ``scan == "fixed"``: ``model.colour_order`` and the maps
+    in index order; ``"random"``: both permutations drawn from ``seed`` (stateless), so
+    the same seed gives the same sweep."""
+    g = model.geom
+    n_col = g.gh * g.gw
+    if model.scan == "fixed":
+        ids = tf.constant([a * g.gw + b for a, b in model.colour_order], tf.int32)
+        return ids, tf.broadcast_to(tf.range(g.k, dtype=tf.int32), [n_col, g.k])
+    s_col, s_map = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    ids = tf.argsort(tf.random.stateless_uniform([n_col], s_col))
+    maps = tf.argsort(tf.random.stateless_uniform([n_col, g.k], s_map), axis=-1)
+    return ids, maps
+
+
+def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
+                return_expected_pool: bool = False):
+    """Blocked draw of (z, W) for every block (supplement: z_{ij} and W_{ij} conditionals).
+
+    For block (n, k, i, j) with residual R excluding the block, c_m = <R, D_k at offset m>
+    and P = gamma_e ||D_k||^2 + gamma_w:
+        log p(z = m) = log theta_m + 1/2 log(gamma_w / P) + (gamma_e c_m)^2 / (2 P)
+        log p(z = off) = log theta_off
+        W | z = m ~ N(gamma_e c_m / P, 1 / P)
+    Colour after colour, map after map, in the order :func:`scan_orders` gives: the
+    blocks of one colour of one map have disjoint footprints, so they are conditionally
+    independent and drawn together. Within a colour the residual is held as its blocks'
+    footprint tiles, so each step is two small matmuls (correlation and residual update)
+    instead of image-sized convs. A step's draws are seeded by (colour id, map index),
+    whatever the order, so ``scan="fixed"`` with the default order repeats the draws of
+    the sampler before the random scan existed.
+
+    With ``return_expected_pool`` it also returns, per block, E[pooled value | rest] =
+    sum_m p(z = m | -) E[W | z = m, -] at the moment the block is drawn: averaging these
+    over sweeps estimates the posterior mean of the pooled features with less variance
+    than averaging the draws (Rao-Blackwellisation); the chain itself is unchanged.
+    """
+    g = model.geom
+    p2 = g.p * g.p
+    n_col = g.gh * g.gw
+    kb = tf.reshape(block_kernels(state.d, g), [g.k, g.fh * g.fw * g.c, p2])  # K, F, P2
+    gram = tf.einsum("kfm,kfq->kmq", kb, kb)  # K, P2, P2
+    dnorm = tf.linalg.diag_part(gram)[:, 0]  # ||D_k||^2 (the same at every offset)
+    n = tf.shape(state.resid)[0]
+    nb = g.nch * g.ncw
+    ge = state.gamma_e[:, None, None]  # N,1,1
+    gw = state.gamma_w
+    log_theta = tf.transpose(state.log_theta, [1, 0, 2])[:, :, None, :]  # K, N, 1, S
+    neg_inf = tf.constant(-np.inf, tf.float32)
+    # the draws keep the seed's own stream; the scan order comes from a salted fold-in
+    seed_draw = seed
+    colour_ids, map_orders = scan_orders(
+        model, tf.random.experimental.stateless_fold_in(seed, _SCAN_SALT))
+    # colour-major state and masks flattened over the G_h x G_w colours, so a colour is
+    # picked by its id at run time
+    s_col = tf.reshape(state.s, [n_col, g.k, n * nb, p2])
+    valid_col = tf.reshape(model.valid, [n_col, 1, nb, p2])
+    real_col = tf.reshape(model.block_valid, [n_col, 1, nb, 1])
+    resid = state.resid
+    s_new_c, z_new_c, e_new_c = [], [], []
+    for slot in range(n_col):  # one colour a slot: its blocks of every map, map after map
+        ci = colour_ids[slot]
+        a, b = ci // g.gw, ci % g.gw
+        colour_seed = tf.random.experimental.stateless_fold_in(seed_draw, ci)
+        # gathers, not slices: XLA would make a run-time slice start a compile-time
+        # constant and recompile the sweep on every call
+        valid = tf.gather(valid_col, ci)
+        real = tf.gather(real_col, ci)
+        tiles0 = colour_tiles(resid, g, a, b)
+        s_ab = tf.gather(s_col, ci)
+        order = map_orders[slot]
+        s_out = tf.TensorArray(tf.float32, size=g.k)
+        e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
+        z_out = tf.TensorArray(tf.int32, size=g.k)
+
+        def body(i, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
+                 colour_seed=colour_seed, order=order):
+            k = order[i]
+            s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
+                tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
+            s_old = tf.gather(s_ab, k)  # M, P2
+            kb_k = tf.gather(kb, k)
+            corr = tiles @ kb_k + s_old @ tf.gather(gram, k)
+            corr = tf.reshape(corr, [n, nb, p2])
+            prec = ge * tf.gather(dnorm, k) + gw  # N,1,1
+            lt = tf.gather(log_theta, k)  # N,1,S
+            on = lt[..., :p2] + 0.5 * tf.math.log(gw / prec) + 0.5 * tf.square(ge * corr) / prec
+            # A partial edge block's position outside S carries no data: its state has
+            # the off state's likelihood (theta stays conjugate); padded blocks are no
+            # part of the model and stay off.
+            on = tf.where(valid, on, lt[..., :p2])
+            on = tf.where(real, on, neg_inf)
+            logits = tf.concat([on, tf.broadcast_to(lt[..., p2:], [n, nb, 1])], axis=-1)
+            u = tf.random.stateless_uniform(tf.shape(logits), s1, minval=1e-20, maxval=1.0)
+            zz = tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
+            onehot = tf.one_hot(zz, p2 + 1)[..., :p2] * tf.cast(valid, tf.float32)
+            c_sel = tf.reduce_sum(onehot * corr, axis=-1, keepdims=True)
+            eps = tf.random.stateless_normal(tf.shape(c_sel), s2)
+            s_new = tf.reshape(onehot * (ge * c_sel + eps * tf.sqrt(prec)) / prec, [-1, p2])
+            tiles = tiles - tf.matmul(s_new - s_old, kb_k, transpose_b=True)
+            if return_expected_pool:  # only the chains that average features pay for it
+                prob = tf.nn.softmax(logits, axis=-1)[..., :p2] * tf.cast(valid, tf.float32)
+                e_out = e_out.write(k, tf.reshape(
+                    tf.reduce_sum(prob * ge * corr / prec, axis=-1), [-1]))
+            return (i + 1, tiles, s_out.write(k, s_new), z_out.write(k, tf.reshape(zz, [-1])),
+                    e_out)
+
+        _, tiles, s_out, z_out, e_out = tf.while_loop(
+            lambda i, *_: i < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
+            parallel_iterations=1)
+        resid = resid + tiles_to_residual(tiles - tiles0, g, a, b, n)
+        s_new_c.append(s_out.stack())
+        z_new_c.append(z_out.stack())
+        if return_expected_pool:
+            e_new_c.append(e_out.stack())
+
+    # colour id -> the slot that drew it (a scatter: XLA's invert_permutation wants its
+    # input at compile time)
+    slot_of = tf.scatter_nd(colour_ids[:, None], tf.range(n_col, dtype=tf.int32), [n_col])
+
+    def grid(per_slot, shape):  # back to the colour-major layout (Gh, Gw, ...)
+        return tf.reshape(tf.gather(tf.stack(per_slot), slot_of), [g.gh, g.gw] + shape)
+
+    shape = [g.k, n, g.nch, g.ncw]
+    state = state._replace(s=grid(s_new_c, shape + [p2]), z=grid(z_new_c, shape), resid=resid)
+    if return_expected_pool:
+        return state, _blocks_to_pooled(grid(e_new_c, shape), g)
+    return state
+
+
+def resample_d(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
+    """D_k | - ~ N(mu, Lambda^-1), jointly over its dh*dw entries (each channel alike).
+
+    Lambda = dict_prior_precision I + sum_n gamma_e[n] A_nk, with A_nk[t, t'] the
+    autocorrelation of S_nk at lag t' - t; Lambda mu = sum_n gamma_e[n] (R_excl (*) S_nk)
+    with R_excl the residual without map k (supplement, conditional of D). Maps are
+    drawn one after the other. The correlations are taken in the Fourier domain
+    (FFT length Hx x Wx, so nothing wraps around), where each map's draw costs O(N Hx Wx C)
+    instead of two image-sized convolutions; the residual is rebuilt from X exactly,
+    so no round-off accumulates across sweeps.
+    """
+    g = model.geom
+    fl = [g.hx, g.wx]
+    s = blocks_to_nhwc(state.s, g)  # N, hs, ws, K
+    f_s = tf.signal.rfft2d(tf.transpose(s, [3, 0, 1, 2]), fft_length=fl)  # K, N, hx, wf
+    f_x = tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2]), fft_length=fl)  # N, C, hx, wf
+    f_d = tf.signal.rfft2d(tf.transpose(state.d, [3, 2, 0, 1]), fft_length=fl)  # K, C, hx, wf
+    f_r = f_x - tf.einsum("knhw,kchw->nchw", f_s, f_d)
+    ge = state.gamma_e
+    ge_c = tf.cast(ge, tf.complex64)
+    power = tf.einsum("n,knhw->khw", ge, tf.math.real(f_s * tf.math.conj(f_s)))
+    ac = tf.reshape(tf.signal.irfft2d(tf.cast(power, tf.complex64), fft_length=fl), [g.k, -1])
+    f_sw = tf.math.conj(f_s) * ge_c[None, :, None, None]  # gamma_e-weighted, conjugated
+    d_out = tf.TensorArray(tf.float32, size=g.k)
+
+    def body(k, f_r, d_out):
+        corr = tf.signal.irfft2d(tf.einsum("nchw,nhw->chw", f_r, f_sw[k]), fft_length=fl)
+        d_new, f_delta = draw_map(state.d, k, corr, ac[k], model, seed)
+        f_r = f_r - f_s[k][:, None] * f_delta[None]
+        return k + 1, f_r, d_out.write(k, d_new)
+
+    _, f_r, d_out = tf.while_loop(lambda k, *_: k < g.k, body, (tf.constant(0), f_r, d_out),
+                                  parallel_iterations=1)
+    d = tf.transpose(d_out.stack(), [2, 3, 1, 0])  # dh, dw, C, K
+    resid = tf.transpose(tf.signal.irfft2d(f_r, fft_length=fl), [0, 2, 3, 1])
+    return state._replace(d=d, resid=pad_input(resid, g))
+
+
+def draw_map(d, k, corr, ac_k, model: LayerModel, seed):
+    """Map k's draw of :func:`resample_d`: ``corr`` (C, Hx, Wx) the gamma_e-weighted
+    correlation of the residual with S_k (lag 0 at the origin), ``ac_k`` (Hx Wx,) S_k's
+    weighted autocorrelation. Returns (D_k new as (C, dh, dw), FFT of its change)."""
+    g = model.geom
+    d2 = g.dh * g.dw
+    d_old = tf.reshape(tf.transpose(d[..., k], [2, 0, 1]), [g.c, d2])  # C, d2
+    corr = tf.reshape(corr[:, : g.dh, : g.dw], [g.c, d2])
+    a_lik = tf.gather(ac_k, model.lag_index)  # d2, d2
+    chol = tf.linalg.cholesky(a_lik + model.hyper.dict_prior_precision * tf.eye(d2))
+    rhs = tf.transpose(corr + d_old @ a_lik)  # d2, C  (a_lik is symmetric)
+    mu = tf.linalg.cholesky_solve(chol, rhs)
+    eps = tf.random.stateless_normal([d2, g.c], tf.random.experimental.stateless_fold_in(seed, k))
+    d_new = tf.transpose(mu + tf.linalg.triangular_solve(chol, eps, lower=True, adjoint=True))
+    f_delta = tf.signal.rfft2d(tf.reshape(d_new - d_old, [g.c, g.dh, g.dw]),
+                               fft_length=[g.hx, g.wx])
+    return tf.reshape(d_new, [g.c, g.dh, g.dw]), f_delta
+
+
+def resample_theta(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
+    """theta_nk | - ~ Dir(alpha + counts of each block state over the map's blocks)."""
+    g = model.geom
+    real = tf.cast(model.block_valid, tf.float32)[:, :, None, None, :, :, None]
+    oh = tf.one_hot(state.z, g.n_states) * real
+    counts = tf.reduce_sum(oh, axis=[0, 1, 4, 5])  # K, N, S
+    if g.n_states != model.alpha.shape[0]:  # spike-slab top layer: states (on, off)
+        raise AssertionError("Dirichlet prior size does not match the block states")
+    alpha = model.alpha + tf.transpose(counts, [1, 0, 2])
+    return state._replace(log_theta=log_dirichlet_sample(alpha, seed))
+
+
+def active_mask(state: PretrainState, model: LayerModel) -> tf.Tensor:
+    """(Gh, Gw, K, N, nch, ncw) 1.0 where a block's non-zero entry lies inside S."""
+    g = model.geom
+    oh = tf.one_hot(state.z, g.n_states)[..., : g.p * g.p]
+    valid = tf.cast(model.valid, tf.float32)[:, :, None, None]
+    return tf.reduce_sum(oh * valid, axis=-1)
+
+
+def resample_gamma_w(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
+    """gamma_w | - ~ Gamma(a_w + M/2, b_w + ||W_active||^2 / 2), M active entries."""
+    return state._replace(gamma_w=draw_gamma_w(
+        tf.reduce_sum(active_mask(state, model)), tf.reduce_sum(tf.square(state.s)), model.hyper,
+        seed))
+
+
+def draw_gamma_w(active, sum_w2, hyper: Hyper, seed) -> tf.Tensor:
+    """gamma_w ~ Gamma(a_w + active / 2, b_w + sum_w2 / 2), from the two sums alone."""
+    shape = hyper.a_w + 0.5 * tf.cast(active, tf.float32)
+    rate = hyper.b_w + 0.5 * tf.cast(sum_w2, tf.float32)
+    return tf.random.stateless_gamma([], seed, alpha=shape) / rate
+
+
+def resample_gamma_e(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
+    """gamma_e[n] | - ~ Gamma(a_e + Hx Wx C / 2, b_e + ||E_n||^2 / 2)."""
+    h = model.hyper
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    ge = _gamma_sample(h.a_e + 0.5 * model.n_pixels, h.b_e + 0.5 * sq, seed)
+    return state._replace(gamma_e=ge)
+
+
+def sweep(state: PretrainState, x: tf.Tensor, model: LayerModel, update_d: bool = True,
+          update_gamma_w: bool = True, return_expected_pool: bool = False, zw_fn=None,
+          gamma_e_cap=None):
+    """One Gibbs sweep over every conditional; the state's seed is split with a salt.
+
+    ``update_d`` / ``update_gamma_w`` False hold the globals fixed (feature inference).
+    ``return_expected_pool`` also returns the Rao-Blackwellised pooled features of the
+    sweep (see :func:`resample_zw`). ``gamma_e_cap`` (N,), burn-in only: the sweep runs
+    at gamma_e = min(gamma_e, cap), a tempered likelihood (:mod:`dgdm_tf.mcmc.anneal`);
+    gamma_e itself is still drawn from its exact conditional at the end of the sweep.
+    """
+    seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 6))
+    state = state._replace(seed=seeds[0])
+    if gamma_e_cap is not None:
+        state = state._replace(gamma_e=tf.minimum(state.gamma_e, gamma_e_cap))
+    zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool))
+    out = zw(state, x, seeds[1])
+    state, expected = out if return_expected_pool else (out, None)
+    if update_d:
+        state = resample_d(state, x, model, seeds[2])
+    state = resample_theta(state, x, model, seeds[3])
+    if update_gamma_w:
+        state = resample_gamma_w(state, x, model, seeds[4])
+    state = resample_gamma_e(state, x, model, seeds[5])
+    if return_expected_pool:
+        return state, expected
+    return state
+
+
+def log_likelihood(state: PretrainState, model: LayerModel) -> tf.Tensor:
+    """sum_n log N(X_n | sum_k D_k * S_nk, 1/gamma_e[n])."""
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    ge = state.gamma_e
+    return tf.reduce_sum(0.5 * model.n_pixels * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
+
+
+def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool = True,
+                  jit_compile: bool = False, return_expected_pool: bool = False,
+                  zw_step=None):
+    """A compiled sweep ``f(state, x[, gamma_e_cap]) -> state`` (or ``(state, expected_pool)``).
+
+    ``jit_compile`` compiles the (z, W) step -- thousands of small ops a sweep -- with
+    XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler). ``zw_step``
+    replaces :func:`resample_zw` (same signature); the probes of other schedules use it
+    (``experiments/mixing/map_parallel.py``).
+    """
+    step = zw_step or resample_zw
+    zw_fn = None
+    if jit_compile or zw_step is not None:
+        zw_fn = compiled(
+            lambda st, xx, sd: step(st, xx, model, sd, return_expected_pool),
+            jit_compile=jit_compile)
+    return compiled(
+        lambda st, x, gamma_e_cap=None: sweep(st, x, model, update_d, update_gamma_w,
+                                              return_expected_pool, zw_fn, gamma_e_cap),
+        reduce_retracing=True)

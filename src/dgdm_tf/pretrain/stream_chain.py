@@ -1,0 +1,237 @@
+"""Layer-wise pretraining in image batches, the per-image state on disk: memory bounded by
+the batch, not the data set.
+
+The sweep is :mod:`dgdm_tf.pretrain.stream`'s; this module schedules it as
+:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` schedules the in-memory sweep (burn-in, pruning,
+collection, trace, progress) and keeps the state in ``state_dir``:
+
+* ``buffer<i>/batch<b>.npz``: one batch's local state (z as int8, one weight per
+  block, theta, gamma_e) and, during collection, its running sums of x_next and gamma_e;
+* ``head.npz``: the globals (D, gamma_w, the chain's seed), the sweep count, which of
+  the two buffers holds that sweep's batches, the trace and the global collection sums.
+
+Sweep t reads every batch from one buffer and writes it to the other; only then is the
+head replaced (atomically) to point at the new buffer. A run killed mid-sweep leaves the
+head at the last whole sweep, and a rerun with the same arguments repeats that sweep and
+ends bit-for-bit where an uninterrupted run ends (same machine, same TF build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.mcmc import anneal
+
+from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.pretrain.chain_parts import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite,
+                                 maps_to_keep, report_sweep)
+from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, active_mask, initial_dictionary,
+                              initial_locals)
+from dgdm_tf.pretrain.stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,
+                                     make_batch_step, make_global_step, streamed_sweep)
+from dgdm_tf.pretrain.ridge_start import RidgeStart, gamma_w_mean, ridge_start
+
+class BatchStore:
+    """Two buffers of per-batch npz files under ``root`` (module docstring)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, buffer: int, b: int) -> Path:
+        return self.root / f"buffer{buffer}" / f"batch{b:05d}.npz"
+
+    def read(self, buffer: int, b: int) -> dict:
+        with np.load(self.path(buffer, b), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def write(self, buffer: int, b: int, arrays: dict) -> None:
+        atomic_io.save_npz(self.path(buffer, b), compressed=False,
+                           **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+def _prune_local(loc: dict, keep: np.ndarray) -> dict:
+    out = dict(loc)
+    out["z"], out["w"] = np.take(loc["z"], keep, axis=2), np.take(loc["w"], keep, axis=2)
+    out["log_theta"] = np.take(loc["log_theta"], keep, axis=1)
+    if "acc_x_next" in loc:
+        out["acc_x_next"] = np.take(loc["acc_x_next"], keep, axis=3)
+    return out
+
+
+def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
+                       burn_in: int, collect: int, thin: int, prune_min_usage: float,
+                       fingerprint: str, state_dir: str | os.PathLike,
+                       trace_path: str | os.PathLike | None, say: Callable[[str], None],
+                       jit_compile: bool, stop_after: int | None, dict_init: str,
+                       anneal_sweeps: int, anneal_ratio: float, anneal_start: float,
+                       start: RidgeStart | None) -> dict | None:
+    """:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` with ``batch_size`` set (its arguments,
+    checked there); returns the same dict."""
+    n = len(x)
+    bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+    n_batches = len(bounds)
+    store = BatchStore(Path(state_dir))
+    head_path = Path(state_dir) / "head.npz"
+    total = burn_in + collect * thin
+    x_norm = float(np.linalg.norm(x))
+    g0 = model.geom
+
+    # ---- start or resume -----------------------------------------------------------
+    head = None
+    if head_path.exists():
+        with np.load(head_path, allow_pickle=False) as z:
+            if str(z["fingerprint"]) == fingerprint:
+                head = {k: z[k] for k in z.files}
+                say(f"resuming from the streamed state at sweep {int(head['sweep'])}/{total} "
+                    f"({state_dir})")
+            else:
+                say(f"streamed state in {state_dir} is from different inputs or settings; "
+                    "starting afresh")
+    if head is None:
+        for old in Path(state_dir).glob("buffer*"):  # another run's batches
+            shutil.rmtree(old, ignore_errors=True)
+        head = _start(x, model, bounds, store, seed, dict_init, start, fingerprint, say)
+        atomic_io.save_npz(head_path, compressed=False, **head)
+    k_now = int(head["d"].shape[-1])
+    if k_now != g0.k:
+        model = LayerModel(g0.with_k(k_now), model.hyper, top=model.top, n_images=n,
+                           scan=model.scan)
+    done = int(head["sweep"])
+    rows = json.loads(str(head["trace"]))
+    kept = np.asarray(head["kept"])
+    pending_keep = np.asarray(head["pending_keep"])
+    glob = StreamGlobals(d=tf.constant(head["d"]), gamma_w=tf.constant(head["gamma_w"]),
+                         seed=tf.constant(head["seed"]))
+    buffer = int(head["buffer"])
+    acc = {k[4:]: head[k] for k in head if k.startswith("acc_")}
+    batch_fn = make_batch_step(model, jit_compile)
+    global_fn = make_global_step(model)
+    cap_start = anneal_start * anneal.start_precision(x)
+    t_start = time.time()
+    for t in range(done, total):
+        t0 = time.time()
+        cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
+        collecting = t + 1 > burn_in and (t + 1 - burn_in) % thin == 0
+        first_sample = collecting and t + 1 - burn_in == thin
+        sums = {}  # batch b's collection sums, from its read to its write
+
+        def read(b):
+            lo, hi = bounds[b]
+            loc = store.read(buffer, b)
+            if loc["z"].shape[2] != model.geom.k:  # written before the pruning
+                loc = _prune_local(loc, pending_keep)
+            sums[b] = {k: v for k, v in loc.items() if k.startswith("acc_")}
+            cap_b = np.full(hi - lo, np.inf, np.float32) if cap is None else cap[lo:hi]
+            return ({k: loc[k] for k in LOCAL_FIELDS}, tf.constant(x[lo:hi]),
+                    tf.constant(cap_b, tf.float32))
+
+        def write(b, out, expected):
+            acc_b = sums.pop(b)
+            if collecting:
+                out["acc_x_next"] = expected if first_sample else acc_b["acc_x_next"] + expected
+                out["acc_gamma_e"] = (out["gamma_e"] if first_sample
+                                      else acc_b["acc_gamma_e"] + out["gamma_e"])
+            else:  # carried to the next collected sweep (thin > 1)
+                out.update(acc_b)
+            store.write(1 - buffer, b, out)
+
+        last_say = [time.time()]
+
+        def progress(b):
+            if n_batches > 1 and time.time() - last_say[0] > 30:
+                say(f"sweep {t + 1}/{total}: batch {b + 1}/{n_batches}")
+                last_say[0] = time.time()
+
+        glob, st = streamed_sweep(glob, n_batches, read, write, model, batch_fn, global_fn,
+                                  progress)
+        buffer = 1 - buffer
+        sec = time.time() - t0
+        phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
+        check_finite(f"D after sweep {t + 1}", glob.d)
+        check_finite(f"the images' log-likelihood after sweep {t + 1}", st.log_lik)
+        used = np.asarray(st.used) / (model.geom.n_valid_blocks() * n)
+        # the residual and log-likelihood after the (z, W) step, before D moved
+        row = {"sweep": t + 1, "phase": phase, "n_dict": model.geom.k,
+               "log_lik": float(st.log_lik),
+               "rel_residual": float(np.sqrt(st.sq_resid) / max(x_norm, 1e-30)),
+               "active_frac": float(np.mean(used)), "gamma_e_mean": float(st.sum_gamma_e / n),
+               "gamma_w": float(glob.gamma_w), "seconds": sec}
+        assert set(row) == set(TRACE_COLUMNS)
+        rows.append(row)
+        keep_local = maps_to_keep(used, prune_min_usage, say) if t + 1 == burn_in else None
+        if keep_local is not None:  # the batch files follow when next read
+            glob = glob._replace(d=tf.gather(glob.d, keep_local, axis=3))
+            model = LayerModel(model.geom.with_k(int(keep_local.size)), model.hyper,
+                               top=model.top, n_images=n, scan=model.scan)
+            kept, pending_keep = kept[keep_local], keep_local
+            batch_fn = make_batch_step(model, jit_compile)
+            global_fn = make_global_step(model)
+        if collecting:
+            sample = {"d": glob.d.numpy(), "usage": used, "gamma_w": np.asarray(glob.gamma_w),
+                      "count": np.array(1.0)}
+            acc = sample if not acc else {k: acc[k] + sample[k] for k in acc}
+        head = {"fingerprint": np.array(fingerprint), "sweep": np.array(t + 1),
+                "buffer": np.array(buffer), "d": glob.d.numpy(),
+                "gamma_w": np.asarray(glob.gamma_w), "seed": glob.seed.numpy(),
+                "kept": np.asarray(kept), "pending_keep": np.asarray(pending_keep),
+                "trace": np.array(json.dumps(rows)), **{f"acc_{k}": v for k, v in acc.items()}}
+        atomic_io.save_npz(head_path, compressed=False, **head)
+        report_sweep(say, rows, trace_path, total, (time.time() - t_start) / (t + 1 - done),
+                     extra=f" batches={n_batches}")
+        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
+            return None
+    cnt = float(acc["count"])
+    # filled in place: the output is the one array here that grows with the data
+    x_next, gamma_e = None, np.empty(n, np.float32)
+    for b, (lo, hi) in enumerate(bounds):
+        loc = store.read(buffer, b)
+        if x_next is None:
+            x_next = np.empty((n,) + loc["acc_x_next"].shape[1:], np.float32)
+        np.divide(loc["acc_x_next"], cnt, out=x_next[lo:hi], casting="unsafe")
+        gamma_e[lo:hi] = loc["acc_gamma_e"] / cnt
+    return {"D": (acc["d"] / cnt).astype(np.float32), "kept": np.asarray(kept, dtype=np.int64),
+            "usage": (acc["usage"] / cnt).astype(np.float32),
+            "x_next": x_next, "gamma_e": gamma_e,
+            "gamma_w": np.float32(acc["gamma_w"] / cnt), "sweeps": total,
+            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
+
+
+def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init: str,
+           start: RidgeStart | None, fingerprint: str, say) -> dict:
+    """Sweep 0, written to buffer 0: D as :func:`pretrain.init_state` draws it from the
+    whole of X, every batch's local start (:func:`ridge_start.ridge_start` batch by
+    batch with gamma_w held, then gamma_w at its conditional mean given all batches)."""
+    g = model.geom
+    h = model.hyper
+    init_seed = tf.constant([seed, INIT_SALT], tf.int32)
+    d = initial_dictionary(tf.constant(x), model, init_seed, dict_init)
+    chain_seed = tf.unstack(tf.random.experimental.stateless_split(init_seed, 4))[3]
+    start_seed = tf.constant([seed, START_SALT], tf.int32)
+    active, sum_w2 = 0.0, 0.0
+    t0 = time.time()
+    for b, (lo, hi) in enumerate(bounds):
+        xb = tf.constant(x[lo:hi])
+        s, z, log_theta, gamma_e = initial_locals(xb, model)
+        st = PretrainState(s=s, z=z, d=d, log_theta=log_theta, gamma_w=tf.constant(1.0),
+                           gamma_e=gamma_e, resid=xb, seed=chain_seed)
+        if start is not None:
+            st = ridge_start(st, xb, model, start, batch_seed(start_seed, b), fixed_gamma_w=True)
+            active += float(tf.reduce_sum(active_mask(st, model)))
+            sum_w2 += float(tf.reduce_sum(tf.square(st.s)))
+        store.write(0, b, {"z": tf.cast(st.z, tf.int8).numpy(), "w": compact_blocks(st.s).numpy(),
+                           "log_theta": st.log_theta.numpy(), "gamma_e": st.gamma_e.numpy()})
+    gamma_w = np.float32(1.0 if start is None else gamma_w_mean(active, sum_w2, h))
+    say(f"streamed start: {len(bounds)} batches of up to {bounds[0][1] - bounds[0][0]} images "
+        f"in {time.time() - t0:.1f} s")
+    return {"fingerprint": np.array(fingerprint), "sweep": np.array(0), "buffer": np.array(0),
+            "d": d.numpy(), "gamma_w": np.asarray(gamma_w), "seed": chain_seed.numpy(),
+            "kept": np.arange(g.k), "pending_keep": np.arange(g.k),
+            "trace": np.array(json.dumps([]))}

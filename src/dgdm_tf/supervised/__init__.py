@@ -1,0 +1,1 @@
+"""The Bayesian SVM, alone and joint with the model."""

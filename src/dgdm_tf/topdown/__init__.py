@@ -1,0 +1,1 @@
+"""The whole model's Gibbs sampler (refinement and test-time chains)."""
