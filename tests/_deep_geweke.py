@@ -4,7 +4,7 @@ successive-conditional chains (shared by the top-down, supervised and pretrainin
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.state import DeepState, reconstruct
 from dgdm_tf.core.model import DeepModel, generate
 
 GEWEKE_HYPER = {"a_e": 3.0, "b_e": 6.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
@@ -31,7 +31,7 @@ def forward_draws(rng, model: DeepModel, n: int):
     ge = rng.gamma(h.a_e, 1.0 / h.b_e, size=n).astype(np.float32)
     rec = generate(tf.constant(s_top), model, [tf.constant(v) for v in d], [tf.constant(v) for v in z]).numpy()
     noise = (rng.normal(size=rec.shape) / np.sqrt(ge)[:, None, None, None]).astype(np.float32)
-    st = G.DeepState(
+    st = DeepState(
         d=tuple(tf.constant(v) for v in d), z=tuple(tf.constant(v) for v in z),
         log_theta=tuple(tf.constant(v) for v in log_theta), s_top=tf.constant(s_top),
         on=tf.constant(on), log_pi=tf.constant(np.stack([np.log(pi), np.log1p(-pi)], -1).astype(np.float32)),
@@ -40,7 +40,7 @@ def forward_draws(rng, model: DeepModel, n: int):
     return st, (rec + noise).astype(np.float32), rec
 
 
-def joint_stats(st: G.DeepState, x, rec, model: DeepModel):
+def joint_stats(st: DeepState, x, rec, model: DeepModel):
     out = [st.d[0].numpy()[0, 0, 0, 0], st.d[-1].numpy()[-1, 0, 0, -1] ** 2,
            np.log(st.gamma_e.numpy()[0]), np.log(st.gamma_s.numpy()),
            st.on.numpy().sum(), np.log1p(np.sum(st.s_top.numpy() ** 2)),  # light-tailed
@@ -61,9 +61,9 @@ def joint_stats(st: G.DeepState, x, rec, model: DeepModel):
     return np.array(out, dtype=np.float64)
 
 
-def redraw_x(rng, st: G.DeepState, model: DeepModel):
+def redraw_x(rng, st: DeepState, model: DeepModel):
     """X | parameters: the reconstruction and fresh noise at each image's gamma_e."""
-    rec = G.reconstruct(st, model).numpy()
+    rec = reconstruct(st, model).numpy()
     noise = rng.normal(size=rec.shape) / np.sqrt(st.gamma_e.numpy())[:, None, None, None]
     return (rec + noise).astype(np.float32), rec
 

@@ -4,7 +4,7 @@ draws of parameters and data, the statistics compared, dictionary matching by co
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import blocks as PB
 from dgdm_tf.core.layout import dirichlet_prior
 from dgdm_tf.core.ops import full_conv
 
@@ -34,7 +34,7 @@ def forward_params(rng, geom, model, n):
 
 
 def forward_data(rng, geom, params):
-    rec = P.reconstruction(tf.constant(params["s"]), tf.constant(params["d"]), geom).numpy()
+    rec = PB.reconstruction(tf.constant(params["s"]), tf.constant(params["d"]), geom).numpy()
     noise = rng.normal(size=rec.shape) / np.sqrt(params["gamma_e"])[:, None, None, None]
     return (rec + noise).astype(np.float32)
 
@@ -42,7 +42,7 @@ def forward_data(rng, geom, params):
 def layer_stats(params, x, geom, model, rec=None):
     s, d = params["s"], params["d"]
     if rec is None:
-        rec = P.reconstruction(tf.constant(s), tf.constant(d), geom).numpy()
+        rec = PB.reconstruction(tf.constant(s), tf.constant(d), geom).numpy()
     valid = model.valid.numpy()[:, :, None, None]
     oh = np.eye(geom.n_states)[params["z"]][..., : geom.p * geom.p]
     return np.array([

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf.pretrain import block_posterior as B
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import kernel as P, layer_model as PM
 from dgdm_tf.core.layout import LayerGeometry
 
 
@@ -26,8 +26,8 @@ def test_equals_the_samplers_block_conditional_at_the_all_off_state(side):
     p, gw, ge = 3, 2.0, 5.0
     geom = LayerGeometry(hx=side, wx=side, c=2, dh=4, dw=4, k=3, p=p)
     # the fixed scan: its first colour and first map are known
-    model = P.LayerModel(geom, P.Hyper(), top=False, n_images=len(x), scan="fixed")
-    st = P.init_state(x, model, tf.constant([1, 2]))
+    model = PM.LayerModel(geom, PM.Hyper(), top=False, n_images=len(x), scan="fixed")
+    st = PM.init_state(x, model, tf.constant([1, 2]))
     st = st._replace(d=tf.constant(d), gamma_w=tf.constant(gw),
                      gamma_e=tf.constant(np.full(len(x), ge, np.float32)))
     _, expected = P.resample_zw(st, tf.constant(x), model, tf.constant([3, 4]),

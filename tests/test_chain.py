@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf.pretrain import chain, chain_parts
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import blocks as PB, kernel as P, layer_model as PM
 from dgdm_tf.core.layout import LayerGeometry
 
 
@@ -47,12 +47,12 @@ def test_checkpoint_from_other_settings_is_not_reused(tmp_path):
 def test_pruning_returns_dropped_maps_to_the_residual():
     geom = LayerGeometry(hx=12, wx=12, c=1, dh=3, dw=3, k=4, p=2)
     x = _data()
-    model = P.LayerModel(geom, P.Hyper(), top=False, n_images=len(x))
-    st = P.init_state(x, model, tf.constant([1, 2]), init_off=0.3)
+    model = PM.LayerModel(geom, PM.Hyper(), top=False, n_images=len(x))
+    st = PM.init_state(x, model, tf.constant([1, 2]), init_off=0.3)
     st = P.make_sweep_fn(model)(st, tf.constant(x))
     st2, model2 = chain.prune_state(st, model, np.array([0, 2]))
     assert model2.geom.k == 2 and st2.d.shape[-1] == 2
-    rec = P.reconstruction(st2.s, st2.d, model2.geom).numpy()
+    rec = PB.reconstruction(st2.s, st2.d, model2.geom).numpy()
     np.testing.assert_allclose(st2.resid.numpy()[:, :12, :12], x - rec, atol=1e-5)
 
 

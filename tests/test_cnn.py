@@ -1,7 +1,7 @@
-"""dgdm_tf.baselines.cnn (the "CNN, same shape" baseline), its benchmarks in dgdm_tf.bench.sweeps, its
-row in results/tables.md and the error-vs-time / scaling figures. Tiny shapes only; no
-assertion is about speed (timings are only checked to be present and to respond to the
-batch size)."""
+"""dgdm_tf.baselines.cnn (the "CNN, same shape" baseline), its benchmarks in dgdm_tf.bench.cnn
+and dgdm_tf.bench.scaling, its row in results/tables.md and the error-vs-time / scaling
+figures. Tiny shapes only; no assertion is about speed (timings are only checked to be
+present and to respond to the batch size)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.cnn import CNN_COLUMNS, benchmark_cnn
+from dgdm_tf.bench.report import combined_table, render_benchmarks_md
+from dgdm_tf.bench.scaling import SCALING_COLUMNS, benchmark_scaling
+from dgdm_tf.bench.time_to_accuracy import time_to_accuracy, time_to_accuracy_rows
 
 from dgdm_tf.baselines import cnn
 
 from dgdm_tf.report import plots, tables
+from dgdm_tf.report.runs import runs_of_dataset
 from _workflow import fake_mnist
 
 TINY = [{"dict_size": 8, "n_dict": 6, "pool": 3}, {"dict_size": 6, "n_dict": 8, "pool": 1}]
@@ -133,12 +137,12 @@ def test_runs_of_dataset_lists_what_is_missing(tmp_path):
     (tmp_path / "mnist" / "cnn").mkdir(parents=True)
     (tmp_path / "mnist" / "cnn" / "metrics.json").write_text(json.dumps(_cnn_metrics()))
     block = {"kind": "mnist", "paper_table": "mnist", "methods": ["pretrained_svm", "cnn"]}
-    runs, missing = tables.runs_of_dataset(tmp_path, "mnist", block)
+    runs, missing = runs_of_dataset(tmp_path, "mnist", block)
     assert list(runs) == ["cnn"]
     assert "metrics.json" in missing["pretrained_svm"]
     assert missing["supervised"] == "not enabled in datasets.mnist.methods"
     block["methods"] = ["pretrained_svm"]
-    runs, missing = tables.runs_of_dataset(tmp_path, "mnist", block)
+    runs, missing = runs_of_dataset(tmp_path, "mnist", block)
     assert runs == {} and missing["cnn"] == "not enabled in datasets.mnist.methods"
 
 
@@ -158,12 +162,12 @@ def test_error_vs_time_figure_with_and_without_runs(tmp_path):
 # --------------------------------------------------------------- benchmarks
 def test_time_to_accuracy_reached_and_not_reached():
     c = _cnn_metrics()
-    r = benchmark.time_to_accuracy({"test_error_pct": 5.0, "wall_seconds": 100.0}, c)
+    r = time_to_accuracy({"test_error_pct": 5.0, "wall_seconds": 100.0}, c)
     assert r["cnn_reached"] and r["cnn_epoch"] == 1 and r["cnn_seconds"] == 4.0
     assert r["ratio"] == pytest.approx(25.0)
-    r = benchmark.time_to_accuracy({"test_error_pct": 0.5, "wall_seconds": 100.0}, c)
+    r = time_to_accuracy({"test_error_pct": 0.5, "wall_seconds": 100.0}, c)
     assert not r["cnn_reached"] and r["cnn_epoch"] == 2 and r["cnn_test_error_pct"] == 1.24
-    rows = benchmark.time_to_accuracy_rows(
+    rows = time_to_accuracy_rows(
         {("a", "pretrained_svm"): {"test_error_pct": 5.0, "wall_seconds": 100.0},
          ("a", "cnn"): c, ("b", "cnn"): c}, ["a", "b", "z"])
     assert [r["dataset"] for r in rows] == ["a", "b"]
@@ -172,14 +176,14 @@ def test_time_to_accuracy_reached_and_not_reached():
 
 @pytest.fixture(scope="module")
 def cnn_bench():
-    return benchmark.benchmark_cnn((28, 28, 1), TINY, 10, batch_sizes=[4, 32], steps=2,
-                                   seed=0, fc_units=16)
+    return benchmark_cnn((28, 28, 1), TINY, 10, batch_sizes=[4, 32], steps=2,
+                         seed=0, fc_units=16)
 
 
 def test_benchmark_cnn_writes_every_column(cnn_bench):
     assert len(cnn_bench) == 4
     for r in cnn_bench:
-        assert tuple(r) == benchmark.CNN_COLUMNS
+        assert tuple(r) == CNN_COLUMNS
         assert all(v is not None for v in r.values())
         assert r["images_per_s"] > 0 and r["step_seconds"] > 0 and r["peak_rss_mb"] > 0
     assert {r["benchmark"] for r in cnn_bench} == {"cnn_train_step", "cnn_inference"}
@@ -198,15 +202,15 @@ def test_benchmark_cnn_throughput_follows_the_batch_size(cnn_bench):
 @pytest.fixture(scope="module")
 def scaling():
     layers = [{"dict_size": 5, "n_dict": 3, "pool": 2}, {"dict_size": 3, "n_dict": 4, "pool": 1}]
-    return benchmark.benchmark_scaling((12, 12, 1), layers, 10, batch_sizes=[2, 4],
-                                       side_factors=[1.0, 2.0, 0.5], side_batch_size=2,
-                                       k_factors=[1.0, 2.0], sweeps=1, steps=1, seed=0,
-                                       fc_units=8)
+    return benchmark_scaling((12, 12, 1), layers, 10, batch_sizes=[2, 4],
+                             side_factors=[1.0, 2.0, 0.5], side_batch_size=2,
+                             k_factors=[1.0, 2.0], sweeps=1, steps=1, seed=0,
+                             fc_units=8)
 
 
 def test_benchmark_scaling_rows(scaling):
     df = pd.DataFrame(scaling)
-    assert tuple(df.columns) == benchmark.SCALING_COLUMNS
+    assert tuple(df.columns) == SCALING_COLUMNS
     # 2 kernels x (2 batch sizes + 3 side factors + 2 K factors)
     assert len(df) == 14
     assert sorted(df["image_side"].unique()) == [6, 12, 24]
@@ -234,16 +238,16 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
                             "input_shape": "28x28x1", "sweep_seconds": 0.5,
                             "images_per_s": 8.0, "peak_rss_mb": 900.0}])
     cnn_df = pd.DataFrame(cnn_bench)
-    combined = benchmark.combined_table(layers, cnn_df, machine)
+    combined = combined_table(layers, cnn_df, machine)
     assert list(combined["benchmark"]) == ["pretrain_sweep"] + list(cnn_df["benchmark"])
-    assert set(benchmark.CNN_COLUMNS) | {"jit_compile", "sweep_seconds", "machine_cpu"} \
+    assert set(CNN_COLUMNS) | {"jit_compile", "sweep_seconds", "machine_cpu"} \
         <= set(combined.columns)
-    tta = benchmark.time_to_accuracy_rows(
+    tta = time_to_accuracy_rows(
         {("m", "pretrained_svm"): {"test_error_pct": 5.0, "wall_seconds": 100.0},
          ("m", "cnn"): _cnn_metrics()}, ["m"])
     jobs = pd.DataFrame([{"rule": "cnn", "job": "m", "wall_s": 88.0, "max_rss_mb": 990.0,
                           "cpu_time_s": 100.0, "mean_load": 1.0, "measured": "now"}])
-    md = benchmark.render_benchmarks_md(
+    md = render_benchmarks_md(
         machine=machine, config_files=["config/smoke.yaml"], layers=layers, cnn=cnn_df,
         scaling=pd.DataFrame(scaling), time_to_acc=tta, cnn_runs=[_cnn_metrics()],
         jobs=jobs, scaling_png="benchmarks_scaling.png")

@@ -3,7 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.state import init_state
+from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
 
@@ -24,12 +25,12 @@ def test_two_traces_of_a_sweep_give_bitwise_equal_outputs():
           rng.normal(size=(6, 6, 50, 200)).astype(np.float32)]
     layers = [{"dict_size": d.shape[0], "n_dict": d.shape[-1], "pool": p} for d, p in zip(ds, (3, 1))]
     model = DeepModel(x.shape[1:], layers, None, scan="fixed").with_ks([50, 200])
-    st = G.init_state(x, model, ds, tf.constant([5, 1]), gamma_e_init=1000.0, gamma_s_init=100.0)
+    st = init_state(x, model, ds, tf.constant([5, 1]), gamma_e_init=1000.0, gamma_s_init=100.0)
     xt = tf.constant(x)
-    st, _ = G.make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
+    st, _ = make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
     outs = []
     for _ in range(2):
-        new, stats = G.make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
+        new, stats = make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
         outs.append([np.asarray(stats["expected_top"]), np.asarray(new.s_top)])
     assert np.count_nonzero(outs[0][0]) > 1000  # the means are not trivially zero
     np.testing.assert_array_equal(outs[0][0], outs[1][0])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import DeepModel, generate, project_top_to_data
 
 LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 1}]
@@ -59,7 +59,7 @@ def test_refinement_recovers_a_known_two_layer_model():
                for d in d_true]
     truth = project_top_to_data(model, d_true)
     start_cos = _matched_cosine(truth, project_top_to_data(model, d_start))
-    out = deep_chain.run_refine(x, d_start, LAYERS, seed=3, burn_in=20, collect=5,
+    out = refine.run_refine(x, d_start, LAYERS, seed=3, burn_in=20, collect=5,
                                 gamma_e_init=100.0, gamma_s_init=0.25, progress=None)
     lj = [r["log_joint"] for r in out["trace"]]
     assert lj[-1] > lj[0]
@@ -77,17 +77,18 @@ def test_masked_inference_fills_the_hidden_half_better_than_the_mean():
     mean image of other draws by far. (From the matched-filter start the chain does not
     find that explanation within 30 sweeps on this dense synthetic model: a mixing
     limit recorded in docs/design.md, not an error of the conditionals.)"""
-    from dgdm_tf.topdown import conditionals as G
+    from dgdm_tf.topdown.state import init_state, residual
+    from dgdm_tf.topdown.sweep import make_sweep_fn
 
     model, d_true, x, truth = _draw(60, seed=4, with_state=True)
     ref, test = x[:40], x[40:]
     mask = deep_chain.missing_mask(test.shape, "half")
     xm, mt = tf.constant(test * mask), tf.constant(mask)
-    st = G.init_state(test, model, d_true, [0, 1], gamma_e_init=400.0, gamma_s_init=0.25, mask=mt)
+    st = init_state(test, model, d_true, [0, 1], gamma_e_init=400.0, gamma_s_init=0.25, mask=mt)
     st = st._replace(z=(tf.constant(truth["z0"][40:]),), s_top=tf.constant(truth["s"][40:]),
                      on=tf.constant(truth["on"][40:]))
-    st = st._replace(resid=G.residual(st, xm, model, mt))
-    fn = G.make_sweep_fn(model, mask_given=True, update_globals=False)
+    st = st._replace(resid=residual(st, xm, model, mt))
+    fn = make_sweep_fn(model, mask_given=True, update_globals=False)
     rec = np.zeros_like(test)
     for _ in range(10):
         z_before = st.z
@@ -117,7 +118,7 @@ def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
     replaced by E[Z | theta] (uniform over the p*p positions and off), every other block
     at the start's state. Rows 12-15 are reached by such blocks only: with one draw of
     their Z (the estimator before) they held the matched-filter start's position."""
-    from dgdm_tf.topdown import conditionals as G
+    from dgdm_tf.topdown.state import init_state
     from dgdm_tf.core.model import layer_inputs, soft_indicators, unseen_blocks
 
     model, d, x = _draw(6, seed=4)
@@ -127,7 +128,7 @@ def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
     unseen = unseen_blocks(mask, model)[0]
     assert unseen[:, 4:].all() and not unseen[:, :4].any()  # blocks reach rows 2u .. 2u + 5
     xm = np.where(mask > 0, x, 0.0).astype(np.float32)
-    st = G.init_state(xm, model, d, [0, 1], gamma_e_init=100.0, mask=tf.constant(mask))
+    st = init_state(xm, model, d, [0, 1], gamma_e_init=100.0, mask=tf.constant(mask))
     g0, gt = model.geoms
     theta = np.full((6, g0.k, g0.n_states), 1.0 / g0.n_states, np.float32)
     zd = [soft_indicators(st.z[0], g0, theta, unseen)]
@@ -171,11 +172,11 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     model, d_true, x = _draw(6, seed=5)
     kw = dict(seed=1, burn_in=3, collect=3, gamma_e_init=50.0, gamma_s_init=0.25,
               checkpoint_every=2, progress=None)
-    full = deep_chain.run_refine(x, d_true, LAYERS, **kw)
+    full = refine.run_refine(x, d_true, LAYERS, **kw)
     ck = tmp_path / "ck"
-    assert deep_chain.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=4, **kw) is None
+    assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=4, **kw) is None
     assert (ck / "checkpoint.npz").exists()
-    resumed = deep_chain.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, **kw)
+    resumed = refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, **kw)
     for a, b in zip(full["D"], resumed["D"]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(full["features"], resumed["features"])
@@ -183,7 +184,7 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     # the other scan order is another chain: it does not resume from this checkpoint
     said = []
     kw["progress"] = said.append
-    assert deep_chain.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=1, scan="fixed",
+    assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=1, scan="fixed",
                                  **kw) is None
     assert "starting afresh" in said[0]
 
@@ -208,10 +209,10 @@ def test_refinement_refuses_bad_input():
     bad = x.copy()
     bad[0, 0, 0, 0] = np.nan
     with pytest.raises(FloatingPointError, match="non-finite"):
-        deep_chain.run_refine(bad, d_true, LAYERS, seed=0, burn_in=1, collect=1, progress=None)
+        refine.run_refine(bad, d_true, LAYERS, seed=0, burn_in=1, collect=1, progress=None)
     with pytest.raises(ValueError, match="shape"):
-        deep_chain.run_refine(x, [d_true[0][:4], d_true[1]], LAYERS, seed=0, burn_in=1,
+        refine.run_refine(x, [d_true[0][:4], d_true[1]], LAYERS, seed=0, burn_in=1,
                               collect=1, progress=None)
     with pytest.raises(ValueError, match="pool"):
-        deep_chain.run_refine(x, d_true, [LAYERS[0], dict(LAYERS[1], pool=2)], seed=0,
+        refine.run_refine(x, d_true, [LAYERS[0], dict(LAYERS[1], pool=2)], seed=0,
                               burn_in=1, collect=1, progress=None)

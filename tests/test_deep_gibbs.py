@@ -1,4 +1,4 @@
-"""Tests of the top-down sampler (dgdm_tf.topdown.conditionals): exactness (Geweke joint-distribution
+"""Tests of the top-down sampler (dgdm_tf.topdown): exactness (Geweke joint-distribution
 tests on tiny 2- and 3-layer models), the fast layer-0 path against the generic one,
 residual bookkeeping, determinism, masked inference."""
 
@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown import sweep as topdown_sweep
+from dgdm_tf.topdown import top_units, unpooling
+from dgdm_tf.topdown.dictionaries import _layer_s, resample_d
+from dgdm_tf.topdown.scan import scan_orders
+from dgdm_tf.topdown.state import dense_z, init_state, residual
+from dgdm_tf.topdown.sweep import local_steps, make_sweep_fn
+from dgdm_tf.topdown.top_units import resample_top, top_unit_images
+from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
 from _deep_geweke import GEWEKE_HYPER, forward_draws, geweke_chains, joint_stats, redraw_x
@@ -18,7 +25,7 @@ def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
             chunk: int | None = None):
     """:func:`geweke_chains` of the unsupervised sweep on ``n`` images."""
     rng = np.random.default_rng(seed)
-    sweep = G.make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
+    sweep = make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
 
     def start(c):
         st, x, rec = forward_draws(rng, model, n)
@@ -55,7 +62,7 @@ def test_geweke_finds_a_wrong_conditional(monkeypatch):
         rate = h.b_w + tf.reduce_sum(tf.square(state.s_top))
         return state._replace(gamma_s=tf.random.stateless_gamma([], seed, alpha=shape) / rate)
 
-    monkeypatch.setattr(G, "resample_gamma_s", wrong)
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", wrong)  # as the sweep calls it
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     z, _ = _geweke(model, n=2, chains=50, steps=10, seed=11)
@@ -96,8 +103,8 @@ def _tiny(seed=0, n=3):
     rng = np.random.default_rng(seed)
     ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
     x = rng.normal(size=(n, 12, 13, 2)).astype(np.float32)
-    st = G.init_state(x, model, ds, [1, 2])
-    st = G.resample_top(st, x, model, tf.constant([5, 6]), fast=False)
+    st = init_state(x, model, ds, [1, 2])
+    st = resample_top(st, x, model, tf.constant([5, 6]), fast=False)
     return model, x, st
 
 
@@ -106,12 +113,12 @@ def test_fast_paths_draw_what_the_generic_paths_draw():
     product give the same draws as one pass down per candidate (partial edge blocks,
     C = 2), with and without a fresh state."""
     model, x, st = _tiny()
-    a = G.resample_z(st, x, model, 0, tf.constant([3, 4]), fast=True)
-    b = G.resample_z(st, x, model, 0, tf.constant([3, 4]), fast=False)
+    a = resample_z(st, x, model, 0, tf.constant([3, 4]), fast=True)
+    b = resample_z(st, x, model, 0, tf.constant([3, 4]), fast=False)
     assert np.array_equal(a.z[0].numpy(), b.z[0].numpy())
     np.testing.assert_allclose(a.resid.numpy(), b.resid.numpy(), atol=1e-5)
-    a = G.resample_top(st, x, model, tf.constant([9, 6]), fast=True)
-    b = G.resample_top(st, x, model, tf.constant([9, 6]), fast=False)
+    a = resample_top(st, x, model, tf.constant([9, 6]), fast=True)
+    b = resample_top(st, x, model, tf.constant([9, 6]), fast=False)
     assert np.array_equal(a.on.numpy(), b.on.numpy()) and a.on.numpy().sum() > 0
     np.testing.assert_allclose(a.s_top.numpy(), b.s_top.numpy(), atol=1e-5)
 
@@ -126,16 +133,16 @@ def test_two_layer_unit_images_by_frames_equal_one_pass_down_per_unit():
     ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
     x = rng.normal(size=(2, 16, 17, 2)).astype(np.float32)
     mask = tf.constant((rng.random(x.shape) > 0.3).astype(np.float32))
-    st = G.init_state(x, model, ds, [1, 2], mask=mask)
-    st = G.resample_z(st, x, model, 0, tf.constant([3, 4]), mask)
+    st = init_state(x, model, ds, [1, 2], mask=mask)
+    st = resample_z(st, x, model, 0, tf.constant([3, 4]), mask)
     z0 = st.z[0].numpy()
     assert 0 < np.mean(z0 < model.geoms[0].p ** 2) < 1  # blocks on and off
     # an edge block at an offset outside S[0]: it must place nothing
     z0[:, :, -1, :] = model.geoms[0].p - 1
     assert not model.position_valid(0)[0, -1, model.geoms[0].p - 1]
     st = st._replace(z=(tf.constant(z0),) + tuple(st.z[1:]))
-    fast = G.top_unit_images(st, model, mask, fast=True)
-    slow = G.top_unit_images(st, model, mask, fast=False)
+    fast = top_unit_images(st, model, mask, fast=True)
+    slow = top_unit_images(st, model, mask, fast=False)
     col = model.colourings[-1]
     for ci in range(len(col.colours())):
         for k in range(model.top.k):
@@ -150,7 +157,8 @@ def test_windowed_passes_draw_what_the_whole_plane_passes_draw(use_mask, maps_pe
     or through the whole plane (generic): the same draws, the same residual, and the
     residual is still the exact one."""
     if maps_per_pass:
-        monkeypatch.setattr(G, "_maps_per_pass", lambda *a: min(maps_per_pass, a[-1]))
+        for mod in (top_units, unpooling):  # each binds its own maps_per_pass
+            monkeypatch.setattr(mod, "maps_per_pass", lambda *a: min(maps_per_pass, a[-1]))
     model = DeepModel((40, 37, 1), [{"dict_size": 3, "n_dict": 2, "pool": 2},
                                     {"dict_size": 3, "n_dict": 3, "pool": 2},
                                     {"dict_size": 2, "n_dict": 3, "pool": 2},
@@ -161,19 +169,19 @@ def test_windowed_passes_draw_what_the_whole_plane_passes_draw(use_mask, maps_pe
     mask = tf.constant((rng.random(x.shape) > 0.3).astype(np.float32)) if use_mask else None
     if use_mask:
         x = x * mask.numpy()
-    st = G.init_state(x, model, ds, [1, 2], mask=mask)
-    a = G.resample_top(st, x, model, tf.constant([5, 6]), mask, fast=True)
-    b = G.resample_top(st, x, model, tf.constant([5, 6]), mask, fast=False)
+    st = init_state(x, model, ds, [1, 2], mask=mask)
+    a = resample_top(st, x, model, tf.constant([5, 6]), mask, fast=True)
+    b = resample_top(st, x, model, tf.constant([5, 6]), mask, fast=False)
     assert np.array_equal(a.on.numpy(), b.on.numpy()) and 0 < a.on.numpy().mean() < 1
     np.testing.assert_allclose(a.s_top.numpy(), b.s_top.numpy(), atol=1e-5)
     st = b
     for l in (2, 1):
-        a = G.resample_z(st, x, model, l, tf.constant([3, l]), mask, fast=True)
-        b = G.resample_z(st, x, model, l, tf.constant([3, l]), mask, fast=False)
+        a = resample_z(st, x, model, l, tf.constant([3, l]), mask, fast=True)
+        b = resample_z(st, x, model, l, tf.constant([3, l]), mask, fast=False)
         assert np.array_equal(a.z[l].numpy(), b.z[l].numpy())
         assert np.mean(a.z[l].numpy() != st.z[l].numpy()) > 0.2  # the draw moved blocks
         np.testing.assert_allclose(a.resid.numpy(), b.resid.numpy(), atol=1e-5)
-        np.testing.assert_allclose(a.resid.numpy(), G.residual(a, x, model, mask).numpy(), atol=1e-5)
+        np.testing.assert_allclose(a.resid.numpy(), residual(a, x, model, mask).numpy(), atol=1e-5)
         st = b
 
 
@@ -182,13 +190,13 @@ def test_fast_bottom_blocks_with_missing_pixels_match_the_generic_path():
     rng = np.random.default_rng(3)
     mask = tf.constant((rng.random(x.shape) > 0.4).astype(np.float32))
     ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
-    st = G.init_state(x, model, ds, [1, 2], mask=mask)
-    st = G.resample_top(st, x * mask, model, tf.constant([5, 6]), mask=mask, fast=False)
-    a = G.resample_z(st, x * mask, model, 0, tf.constant([3, 4]), mask, fast=True)
-    b = G.resample_z(st, x * mask, model, 0, tf.constant([3, 4]), mask, fast=False)
+    st = init_state(x, model, ds, [1, 2], mask=mask)
+    st = resample_top(st, x * mask, model, tf.constant([5, 6]), mask=mask, fast=False)
+    a = resample_z(st, x * mask, model, 0, tf.constant([3, 4]), mask, fast=True)
+    b = resample_z(st, x * mask, model, 0, tf.constant([3, 4]), mask, fast=False)
     assert np.array_equal(a.z[0].numpy(), b.z[0].numpy())
     np.testing.assert_allclose(a.resid.numpy(), b.resid.numpy(), atol=1e-4)
-    np.testing.assert_allclose(a.resid.numpy(), G.residual(a, x * mask, model, mask).numpy(), atol=1e-4)
+    np.testing.assert_allclose(a.resid.numpy(), residual(a, x * mask, model, mask).numpy(), atol=1e-4)
 
 
 def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
@@ -205,10 +213,10 @@ def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
 
 def test_residual_stays_exact_through_a_sweep():
     model, x, st = _tiny(1)
-    fn = G.make_sweep_fn(model)
+    fn = make_sweep_fn(model)
     for _ in range(2):
         st, _ = fn(st, tf.constant(x))
-    np.testing.assert_allclose(st.resid.numpy(), G.residual(st, x, model).numpy(), atol=1e-4)
+    np.testing.assert_allclose(st.resid.numpy(), residual(st, x, model).numpy(), atol=1e-4)
 
 
 def test_one_chunk_of_all_images_is_the_sweep():
@@ -216,17 +224,17 @@ def test_one_chunk_of_all_images_is_the_sweep():
     argument): one chunk holding every image draws exactly what the unchunked sweep
     draws; two chunks draw something else and keep the residual exact."""
     model, x, st = _tiny(3, n=4)
-    a, sa = G.make_sweep_fn(model, adapt=True)(st, tf.constant(x))
-    b, sb = G.make_sweep_fn(model, chunk=4, adapt="argument")(st, tf.constant(x), tf.constant(True))
+    a, sa = make_sweep_fn(model, adapt=True)(st, tf.constant(x))
+    b, sb = make_sweep_fn(model, chunk=4, adapt="argument")(st, tf.constant(x), tf.constant(True))
     for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sa["expected_top"].numpy(), sb["expected_top"].numpy(), atol=1e-5)
     assert b.hmc_log_step.numpy()[1] != st.hmc_log_step.numpy()[1]  # the flag reached HMC
-    c, sc = G.make_sweep_fn(model, chunk=3, adapt="argument")(st, tf.constant(x), tf.constant(False))
+    c, sc = make_sweep_fn(model, chunk=3, adapt="argument")(st, tf.constant(x), tf.constant(False))
     assert sc["expected_top"].shape == sa["expected_top"].shape
     assert not np.array_equal(c.z[0].numpy(), a.z[0].numpy())
     assert np.array_equal(c.hmc_log_step.numpy(), st.hmc_log_step.numpy())
-    np.testing.assert_allclose(c.resid.numpy(), G.residual(c, x, model).numpy(), atol=1e-4)
+    np.testing.assert_allclose(c.resid.numpy(), residual(c, x, model).numpy(), atol=1e-4)
 
 
 def test_same_seed_gives_identical_sweeps():
@@ -234,7 +242,7 @@ def test_same_seed_gives_identical_sweeps():
     and collection, as deep_chain uses it) draws exactly what adapt=True draws; with the
     flag False the same, but the HMC steps (used from the next sweep on) stay put."""
     model, x, st = _tiny(2)
-    fn = G.make_sweep_fn(model, adapt="argument")
+    fn = make_sweep_fn(model, adapt="argument")
     on, off = tf.constant(True), tf.constant(False)
     a, b = st, st
     for _ in range(2):
@@ -244,7 +252,7 @@ def test_same_seed_gives_identical_sweeps():
         assert np.array_equal(np.asarray(u), np.asarray(v))
     c, _ = fn(st._replace(seed=tf.constant([1, 3])), tf.constant(x), on)
     assert not np.array_equal(c.s_top.numpy(), a.s_top.numpy())
-    fixed, _ = G.make_sweep_fn(model, adapt=True)(st, tf.constant(x))
+    fixed, _ = make_sweep_fn(model, adapt=True)(st, tf.constant(x))
     frozen, _ = fn(st, tf.constant(x), off)
     assert fn.experimental_get_tracing_count() == 1
     first, _ = fn(st, tf.constant(x), on)
@@ -263,8 +271,8 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     st, x, _ = forward_draws(np.random.default_rng(3), model, 2)
-    zd = G.dense_z(st, model)
-    s_l = G._layer_s(st, model, 1, zd)
+    zd = dense_z(st, model)
+    s_l = _layer_s(st, model, 1, zd)
     g = model.geoms[1]
     j = g.dh * g.dw * g.c * g.k
     cols = []
@@ -278,7 +286,7 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
     prec = a.T @ (ge[:, None] * a) + np.eye(j)
     mu = np.linalg.solve(prec, a.T @ (ge * x.reshape(-1)))
     sd = np.sqrt(np.diag(np.linalg.inv(prec)))
-    f = compiled(lambda s, sd_: G.resample_d(s, tf.constant(x), model, 1, sd_, n_leapfrog=5))
+    f = compiled(lambda s, sd_: resample_d(s, tf.constant(x), model, 1, sd_, n_leapfrog=5))
     draws = []
     for i in range(4000):
         st, _ = f(st, tf.constant([i, 99]))
@@ -307,7 +315,7 @@ def test_scan_orders():
     same seed gives the same order, and over seeds every colour of a class reaches every
     slot of that class (one class, so every slot, where the path is not windowed)."""
     fixed = _four_layers("fixed")
-    assert G.scan_orders(fixed, 2, tf.constant([1, 2])) == (list(range(9)), None)
+    assert scan_orders(fixed, 2, tf.constant([1, 2])) == (list(range(9)), None)
     model = _four_layers()
     assert len(set(model.scan_classes(2))) == 4 and len(set(model.scan_classes(0))) == 1
     for l in (0, 2):
@@ -315,14 +323,14 @@ def test_scan_orders():
         n_col, k = len(classes), model.geoms[l].k
         seen = np.zeros((n_col, n_col), bool)  # slot, colour
         for s in range(60):
-            ids, maps = G.scan_orders(model, l, tf.constant([s, 5]))
+            ids, maps = scan_orders(model, l, tf.constant([s, 5]))
             ids = np.array([int(v) for v in ids])
             assert sorted(ids) == list(range(n_col))
             assert np.array_equal(classes[ids], classes)
             assert np.array_equal(np.sort(maps.numpy(), axis=1), np.tile(np.arange(k), (n_col, 1)))
             seen[np.arange(n_col), ids] = True
         assert np.array_equal(seen, classes[:, None] == classes[None, :]), l
-        again = G.scan_orders(model, l, tf.constant([59, 5]))
+        again = scan_orders(model, l, tf.constant([59, 5]))
         assert [int(v) for v in again[0]] == list(ids) and np.array_equal(again[1], maps)
 
 
@@ -334,7 +342,7 @@ def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
     one batched product, one unit per colour, with the SVM's terms). The generic paths
     draw what these draw under the random scan (the tests above)."""
     from dgdm_tf.supervised import joint_svm as deep_svm
-    real = G.scan_orders
+    real = scan_orders
 
     def index_order(model, l, seed):
         ids, maps = real(model, l, seed)
@@ -342,7 +350,8 @@ def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
             return ids, maps
         return tf.unstack(tf.range(len(ids))), tf.broadcast_to(tf.range(maps.shape[1]), maps.shape)
 
-    monkeypatch.setattr(G, "scan_orders", index_order)
+    for mod in (top_units, unpooling):  # each binds its own scan_orders
+        monkeypatch.setattr(mod, "scan_orders", index_order)
     for shape, layers, sup in (((21, 22, 1), [{"dict_size": 3, "n_dict": 2, "pool": 2},
                                               {"dict_size": 2, "n_dict": 3, "pool": 2},
                                               {"dict_size": 2, "n_dict": 2, "pool": 1}], False),
@@ -361,10 +370,10 @@ def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
                                         deep_svm.targets([0, 1], 2), (gt.hs, gt.ws, gt.k), hyper)
         out = []
         for m in models:
-            st = G.init_state(x, m, ds, [1, 2])
-            st = G.resample_top(st, x, m, tf.constant([5, 6]), svm_terms=terms)
+            st = init_state(x, m, ds, [1, 2])
+            st = resample_top(st, x, m, tf.constant([5, 6]), svm_terms=terms)
             for l in range(m.n_layers - 2, -1, -1):
-                st = G.resample_z(st, x, m, l, tf.constant([3, l]))
+                st = resample_z(st, x, m, l, tf.constant([3, l]))
             out.append(st)
         assert out[0].on.numpy().sum() > 0
         for u, v in zip(tf.nest.flatten(out[0]), tf.nest.flatten(out[1])):
@@ -381,9 +390,9 @@ def test_fixed_and_random_scans_draw_differently_and_keep_the_residual():
                                         {"dict_size": 2, "n_dict": 2, "pool": 1}], scan=scan)
         rng = np.random.default_rng(2)
         ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
-        st = G.init_state(x, model, ds, [1, 2])
-        st, _ = G.local_steps(st, x, model, tf.constant([5, 6]), tf.constant([7, 8]))
-        np.testing.assert_allclose(st.resid.numpy(), G.residual(st, x, model).numpy(), atol=1e-4)
+        st = init_state(x, model, ds, [1, 2])
+        st, _ = local_steps(st, x, model, tf.constant([5, 6]), tf.constant([7, 8]))
+        np.testing.assert_allclose(st.resid.numpy(), residual(st, x, model).numpy(), atol=1e-4)
         out.append(st)
     assert not np.array_equal(out[0].z[0].numpy(), out[1].z[0].numpy())
     assert not np.array_equal(out[0].s_top.numpy(), out[1].s_top.numpy())

@@ -15,7 +15,6 @@ import tensorflow as tf
 from dgdm_tf.topdown import chain as deep_chain
 
 from dgdm_tf.mcem import test_time as deep_mcem
-from dgdm_tf.topdown import conditionals as G
 from dgdm_tf.core.model import DeepModel, generate
 
 HYPER = {"a_e": 3.0, "b_e": 0.3, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}

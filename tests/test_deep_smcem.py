@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.data.minibatches import array_batches
+from dgdm_tf.topdown.state import init_state
+from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.mcem import stochastic as M
 from dgdm_tf.core.model import DeepModel
 from _smcem_model import HYPER, LAYERS, SVM, known_model_data, labelled
@@ -21,8 +23,8 @@ def _samples(layers, shape, n=3, seed=0, k=2):
     rng = np.random.default_rng(seed)
     d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
     x = rng.normal(size=(n, *shape)).astype(np.float32)
-    st = G.init_state(x, model, d, [1, 2])
-    fn = G.make_sweep_fn(model, update_globals=False)
+    st = init_state(x, model, d, [1, 2])
+    fn = make_sweep_fn(model, update_globals=False)
     out = []
     for _ in range(k):
         st, _ = fn(st, tf.constant(x))
@@ -104,7 +106,7 @@ def test_supervised_training_and_averaging_resume_exactly(tmp_path):
     for a, b in zip(full["D"] + [full["beta"]], resumed["D"] + [resumed["beta"]]):
         np.testing.assert_array_equal(a, b)
 
-    batches = M.array_batches(x, y, 16, seed=4)
+    batches = array_batches(x, y, 16, seed=4)
     akw = dict(mcem=full, n_total=len(x), n_classes=2, seed=6, keep=2, thin=2, sweeps=1,
                gamma_s=1.0, svm_hyper=SVM["hyper"], n_leapfrog=3, hyper=HYPER, progress=None,
                checkpoint_every=1)

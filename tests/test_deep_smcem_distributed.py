@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.sweep import take_images
 from dgdm_tf.mcem import stochastic as M
 from _smcem_model import known_model_data
 
@@ -32,7 +32,7 @@ def test_shard_gradients_sum_to_the_whole_batch():
     samples = M.e_step(x, d, model, tf.constant([1, 2], tf.int64), sweeps=2, n_samples=2,
                        gamma_s=1.0)
     whole, q_whole = M.grad_delta(d, samples, x, model, 100, with_q=True)
-    halves = [([G.take_images(s, sl) for s in samples], x[sl]) for sl in (slice(0, 4), slice(4, 8))]
+    halves = [([take_images(s, sl) for s in samples], x[sl]) for sl in (slice(0, 4), slice(4, 8))]
     parts = [M.grad_delta(d, smp, xs, model, 50, with_q=True) for smp, xs in halves]
     for l in range(2):
         summed = parts[0][0][l] + parts[1][0][l] + d[l]  # prior precision 1

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown import chain as deep_chain, refine
 
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.topdown import conditionals as G
-from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.topdown.sweep import make_sweep_fn
+from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel, generate
-from dgdm_tf.supervised.bayes_svm import BayesianSVM
+from dgdm_tf.supervised.svm_classifier import BayesianSVM
 from _deep_geweke import GEWEKE_HYPER, forward_draws, joint_stats, geweke_chains, redraw_x
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
@@ -70,7 +70,7 @@ def test_geweke_supervised_sweep():
     y = np.array([[1.0, -1.0], [-1.0, 1.0]])
     f = model.top.hs * model.top.ws * model.top.k
     mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
-    sweep = G.make_sweep_fn(model, n_leapfrog=5, svm_hyper=GEWEKE_SVM)
+    sweep = make_sweep_fn(model, n_leapfrog=5, svm_hyper=GEWEKE_SVM)
     yt = tf.constant(y)
 
     def start(c):
@@ -179,9 +179,9 @@ def test_supervised_chain_resumes_exactly(tmp_path):
     _, d, x, lab = _labelled_data(24)
     kw = dict(seed=4, burn_in=3, collect=3, labels=lab, n_classes=3, svm_hyper={"steps": 2},
               keep_models=2, progress=None, checkpoint_every=1, svm_warmup=3, svm_average=3)
-    full = deep_chain.run_refine(x, d, LAYERS, **kw)
-    assert deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
-    resumed = deep_chain.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, **kw)
+    full = refine.run_refine(x, d, LAYERS, **kw)
+    assert refine.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
+    resumed = refine.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, **kw)
     assert full["samples"]["beta"].shape[0] == 2
     np.testing.assert_array_equal(full["samples"]["beta"], resumed["samples"]["beta"])
     for a, b in zip(full["D"], resumed["D"]):
@@ -207,7 +207,7 @@ def test_supervised_model_against_unsupervised_plus_svm():
     top = (model.top.hs, model.top.ws, model.top.k)
     xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
     sweeps = dict(seed=2, burn_in=8, collect=4, progress=None)
-    sup = deep_chain.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3,
+    sup = refine.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3,
                                 svm_hyper={"steps": 5}, svm_warmup=50, keep_models=2, **sweeps)
     errs = []
     for j in range(2):
@@ -217,7 +217,7 @@ def test_supervised_model_against_unsupervised_plus_svm():
         errs.append(deep_svm.decision_values(sup["samples"]["beta"][j: j + 1], sup["svm_mean"],
                                              sup["svm_std"], mp["features"].reshape((-1,) + top)))
     err_sup = 100 * np.mean(np.mean(errs, 0).argmax(1) != yte)
-    uns = deep_chain.run_refine(xtr, d, LAYERS, **sweeps)
+    uns = refine.run_refine(xtr, d, LAYERS, **sweeps)
     common = dict(seed=3, burn_in=3, collect=5, batch_size=60, gamma_s=uns["gamma_s"], progress=None)
     f_tr = deep_chain.infer_topdown(xtr, uns["D"], LAYERS, **common)["features"]
     f_te = deep_chain.infer_topdown(xte, uns["D"], LAYERS, **common)["features"]

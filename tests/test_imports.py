@@ -146,3 +146,41 @@ def test_no_test_module_imports_another_test_module():
             if bad:
                 offenders.setdefault(path.name, []).extend(bad)
     assert offenders == {}
+
+
+#: the library's packages, bottom to top: a module imports from its own package or from
+#: a lower floor only (docs/design.md draws it)
+FLOORS = [{"io"}, {"core"}, {"mcmc", "data"}, {"baselines", "supervised", "report"},
+          {"pretrain"}, {"topdown"}, {"mcem"}, {"bench"}]
+MAX_LINES = 500
+
+
+def package_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(package, package it imports) for every import that leaves its package."""
+    return {(a.split(".")[0], b.split(".")[0]) for a, deps in graph.items() for b in deps
+            if a.split(".")[0] != b.split(".")[0]}
+
+
+def upward(edges, floors=FLOORS) -> list[tuple[str, str]]:
+    """The edges that import from the same floor's other package or from a higher one."""
+    level = {p: i for i, ps in enumerate(floors) for p in ps}
+    return sorted((a, b) for a, b in edges if level.get(a, -1) <= level.get(b, len(floors)))
+
+
+def test_the_floor_check_catches_an_upward_import():
+    assert upward({("core", "io"), ("topdown", "pretrain")}) == []
+    assert upward({("core", "pretrain"), ("mcmc", "data"), ("new", "io")}) == [
+        ("core", "pretrain"), ("mcmc", "data"), ("new", "io")]
+
+
+def test_packages_import_down_the_floors_only():
+    graph, _ = import_graph()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set().union(*FLOORS), "a new package needs its floor in FLOORS"
+    assert upward(package_edges(graph)) == []
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"split these by concern: {long}"

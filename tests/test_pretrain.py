@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import blocks as PB, kernel as P, layer_model as PM
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.core.ops import full_conv
@@ -14,11 +14,11 @@ from _layer_geweke import GEWEKE_HYPER, forward_data, forward_params, layer_stat
 
 
 def _model(geom, n, hyper=None, top=False):
-    return P.LayerModel(geom, P.Hyper.from_dict(hyper), top=top, n_images=n)
+    return PM.LayerModel(geom, PM.Hyper.from_dict(hyper), top=top, n_images=n)
 
 
 def _blocks_from_dense(geom, s_nhwc):
-    return P.nhwc_to_blocks(tf.constant(s_nhwc, tf.float32), geom)
+    return PB.nhwc_to_blocks(tf.constant(s_nhwc, tf.float32), geom)
 
 
 # ---------------------------------------------------------------------------------------
@@ -46,17 +46,17 @@ def test_zw_block_conditional_matches_quadrature():
     s0[on, pos[on] // 2, pos[on] % 2, 0] = rng.normal(size=on.sum())
     z0 = np.where(on, pos, 4).astype(np.int32).reshape(1, 1, 1, n, 1, 1)
     recon = full_conv(s0, d).numpy()
-    state = P.PretrainState(
+    state = PM.PretrainState(
         s=_blocks_from_dense(geom, s0), z=tf.constant(z0), d=tf.constant(d),
         log_theta=tf.constant(np.log(np.broadcast_to(theta, (n, 1, 5))).astype(np.float32)),
         gamma_w=tf.constant(gw), gamma_e=tf.constant(np.full(n, ge, np.float32)),
-        resid=P.pad_input(tf.constant(x - recon), geom), seed=tf.constant([0, 0]))
+        resid=PB.pad_input(tf.constant(x - recon), geom), seed=tf.constant([0, 0]))
     out = P.resample_zw(state, tf.constant(x), model, tf.constant([7, 11]))
     z = out.z.numpy().reshape(n)
-    s = P.blocks_to_nhwc(out.s, geom).numpy().reshape(n, 4)
+    s = PB.blocks_to_nhwc(out.s, geom).numpy().reshape(n, 4)
     # residual bookkeeping stays exact
     np.testing.assert_allclose(
-        out.resid.numpy()[:, :3, :3], x - full_conv(P.blocks_to_nhwc(out.s, geom), d).numpy(),
+        out.resid.numpy()[:, :3, :3], x - full_conv(PB.blocks_to_nhwc(out.s, geom), d).numpy(),
         atol=1e-5)
 
     # quadrature: p(z = m) ∝ theta_m ∫ N(x | w A_m, 1/ge) N(w | 0, 1/gw) dw
@@ -122,11 +122,11 @@ def test_d_conditional_matches_exact_gaussian():
     x = (full_conv(s_nhwc, d0).numpy() + rng.normal(size=(n, 5, 4, 2))).astype(np.float32)
     model = _model(geom, n, {"dict_prior_precision": 1.3}, top=True)
     z = np.where(s_nhwc != 0, 0, 1).astype(np.int32)
-    state = P.PretrainState(
+    state = PM.PretrainState(
         s=_blocks_from_dense(geom, s_nhwc),
-        z=tf.constant(P.nhwc_to_blocks(tf.constant(z, tf.float32), geom).numpy()[..., 0].astype(np.int32)),
+        z=tf.constant(PB.nhwc_to_blocks(tf.constant(z, tf.float32), geom).numpy()[..., 0].astype(np.int32)),
         d=tf.constant(d0), log_theta=tf.zeros([n, 2, 2]), gamma_w=tf.constant(1.0),
-        gamma_e=tf.constant(ge), resid=P.pad_input(tf.constant(x - full_conv(s_nhwc, d0).numpy()), geom),
+        gamma_e=tf.constant(ge), resid=PB.pad_input(tf.constant(x - full_conv(s_nhwc, d0).numpy()), geom),
         seed=tf.constant([0, 0]))
     fn = compiled(lambda sd: P.resample_d(state, tf.constant(x), model, sd).d)
     draws = np.stack([fn(tf.constant([3, i])).numpy() for i in range(3000)])  # M, dh, dw, C, K
@@ -179,11 +179,11 @@ def test_geweke_joint_distribution():
     def start(c):
         prm = forward_params(rng, geom, model, n)
         x = forward_data(rng, geom, prm)
-        rec = P.reconstruction(tf.constant(prm["s"]), tf.constant(prm["d"]), geom).numpy()
-        st = P.PretrainState(
+        rec = PB.reconstruction(tf.constant(prm["s"]), tf.constant(prm["d"]), geom).numpy()
+        st = PM.PretrainState(
             s=tf.constant(prm["s"]), z=tf.constant(prm["z"]), d=tf.constant(prm["d"]),
             log_theta=tf.constant(prm["log_theta"]), gamma_w=tf.constant(prm["gamma_w"]),
-            gamma_e=tf.constant(prm["gamma_e"]), resid=P.pad_input(tf.constant(x - rec), geom),
+            gamma_e=tf.constant(prm["gamma_e"]), resid=PB.pad_input(tf.constant(x - rec), geom),
             seed=tf.constant([2024, c]))
         return (st, x), layer_stats(prm, x, geom, model, rec)
 
@@ -195,7 +195,7 @@ def test_geweke_joint_distribution():
         rec = x - st.resid.numpy()[:, : geom.hx, : geom.wx]
         noise = (rng.normal(size=x.shape) / np.sqrt(prm["gamma_e"])[:, None, None, None])
         x = (rec + noise).astype(np.float32)
-        st = st._replace(resid=P.pad_input(tf.constant(noise.astype(np.float32)), geom))
+        st = st._replace(resid=PB.pad_input(tf.constant(noise.astype(np.float32)), geom))
         return (st, x), layer_stats(prm, x, geom, model, rec), 1.0
 
     zscore, _ = geweke_chains(start, advance, chains=125, steps=20)
@@ -227,14 +227,14 @@ def test_same_seed_gives_identical_sweeps():
     model = _model(geom, 4)
     runs = []
     for _ in range(2):
-        st = P.init_state(x, model, tf.constant([1, 2]))
+        st = PM.init_state(x, model, tf.constant([1, 2]))
         fn = P.make_sweep_fn(model)
         for _ in range(3):
             st = fn(st, tf.constant(x))
         runs.append({k: v.numpy() for k, v in st._asdict().items()})
     for key in runs[0]:
         np.testing.assert_array_equal(runs[0][key], runs[1][key], err_msg=key)
-    st3 = P.init_state(x, model, tf.constant([1, 3]))
+    st3 = PM.init_state(x, model, tf.constant([1, 3]))
     st3 = P.make_sweep_fn(model)(st3, tf.constant(x))
     assert not np.array_equal(st3.d.numpy(), runs[0]["d"])
 
@@ -253,10 +253,10 @@ def test_random_scan_compiles_with_xla():
         fn = P.make_sweep_fn(model, jit_compile=jit, return_expected_pool=True)
         runs = []
         for seed in ([7, 8], [7, 8], [7, 9]):
-            st = P.init_state(x.numpy(), model, tf.constant(seed))
+            st = PM.init_state(x.numpy(), model, tf.constant(seed))
             for _ in range(2):
                 st, _ = fn(st, x)
-            want = P.pad_input(x - P.reconstruction(st.s, st.d, geom), geom)
+            want = PB.pad_input(x - PB.reconstruction(st.s, st.d, geom), geom)
             np.testing.assert_allclose(st.resid.numpy(), want.numpy(), atol=1e-4)
             runs.append(st.z.numpy())
         np.testing.assert_array_equal(runs[0], runs[1])

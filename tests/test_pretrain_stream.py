@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf.pretrain import chain, stream_chain as chain_stream
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import kernel as P, layer_model as PM
 from dgdm_tf.pretrain import stream as S
 from dgdm_tf.core.layout import LayerGeometry
 from _deep_geweke import geweke_chains
@@ -17,9 +17,9 @@ from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cos
 
 def _chain_state(n=6, seed=0):
     geom = LayerGeometry(hx=12, wx=11, c=2, dh=3, dw=3, k=4, p=2)
-    model = P.LayerModel(geom, P.Hyper(), top=False, n_images=n)
+    model = PM.LayerModel(geom, PM.Hyper(), top=False, n_images=n)
     x = np.random.default_rng(seed).normal(size=(n, 12, 11, 2)).astype(np.float32)
-    st = P.init_state(x, model, tf.constant([1, 2]))
+    st = PM.init_state(x, model, tf.constant([1, 2]))
     fn = P.make_sweep_fn(model)
     for _ in range(3):
         st = fn(st, tf.constant(x))
@@ -64,7 +64,7 @@ def test_geweke_streamed_sweep():
     errors inside D's draw are pinned by test_d_from_batch_statistics_is_resample_d."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)
     n = 2
-    model = P.LayerModel(geom, P.Hyper.from_dict(GEWEKE_HYPER), top=False, n_images=n)
+    model = PM.LayerModel(geom, PM.Hyper.from_dict(GEWEKE_HYPER), top=False, n_images=n)
     rng = np.random.default_rng(2025)
     batch_fn, global_fn = S.make_batch_step(model), S.make_global_step(model)
 

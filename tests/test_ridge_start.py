@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from _model_draws import strokes
 from dgdm_tf.mcmc import diagnostics as mixing
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import blocks as PB, layer_model as PM
 from dgdm_tf.pretrain.features import infer_layer
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.core.ops import full_conv
@@ -65,10 +65,10 @@ def test_ridge_start_state_is_consistent():
     x, d, _, p = strokes(n=20)
     g = LayerGeometry(hx=x.shape[1], wx=x.shape[2], c=1, dh=d.shape[0], dw=d.shape[1],
                       k=d.shape[3], p=p)
-    model = P.LayerModel(g, P.Hyper(), top=False, n_images=len(x))
-    st = P.init_state(x, model, tf.constant([0, 1]))
+    model = PM.LayerModel(g, PM.Hyper(), top=False, n_images=len(x))
+    st = PM.init_state(x, model, tf.constant([0, 1]))
     st = ridge_start(st._replace(d=tf.constant(d)), x, model, RidgeStart(), tf.constant([2, 3]))
-    recon = P.reconstruction(st.s, st.d, g).numpy()
+    recon = PB.reconstruction(st.s, st.d, g).numpy()
     np.testing.assert_allclose(st.resid.numpy()[:, : g.hx, : g.wx], x - recon, atol=1e-5)
     on = np.asarray(st.z) != g.off
     assert np.array_equal(on, np.any(np.asarray(st.s) != 0, axis=-1))  # z and s agree

@@ -11,7 +11,7 @@ import tensorflow as tf
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
-from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.supervised import svm_gibbs as S
 
 
 def _problem(c=3, b=7, f=10, seed=0):

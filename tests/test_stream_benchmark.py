@@ -4,7 +4,7 @@ results/benchmarks.md."""
 
 import pandas as pd
 
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.report import render_benchmarks_md
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.bench.stream import run_isolated, state_bytes_per_image
 
@@ -36,7 +36,7 @@ def test_stream_benchmark_row_from_its_own_process(tmp_path):
 def test_stream_section_in_benchmarks_md():
     stream = pd.DataFrame([{"name": "m_60000", "n_images": 60000, "batch_size": 1000,
                             "peak_rss_mb": 2500, "in_memory_state_mb": 5400.0}])
-    md = benchmark.render_benchmarks_md(
+    md = render_benchmarks_md(
         machine={"cpu": "c"}, config_files=[], layers=pd.DataFrame([{"layer": 1}]),
         cnn=pd.DataFrame(), scaling=pd.DataFrame(), time_to_acc=[], cnn_runs=[],
         jobs=pd.DataFrame(columns=["rule", "job", "wall_s", "max_rss_mb", "cpu_time_s",

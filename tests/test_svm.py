@@ -1,4 +1,4 @@
-"""Tests of dgdm_tf.supervised.bayes_svm: the Bayesian SVM's conditionals, its MAP, and the classifier.
+"""Tests of dgdm_tf.supervised.svm_*: the Bayesian SVM's conditionals, its MAP, and the classifier.
 
 Every statistical check uses fixed seeds and a tolerance stated next to it (a number of
 Monte-Carlo standard errors, or a DKW bound with failure probability <= 1e-6).
@@ -20,9 +20,9 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 import tensorflow as tf  # noqa: E402
 
-from dgdm_tf.supervised import bayes_svm as svm  # noqa: E402
+from dgdm_tf.supervised import svm_cg, svm_em, svm_gibbs, svm_linalg  # noqa: E402
 from dgdm_tf.core.compiled import compiled  # noqa: E402
-from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 N_SEEDS = 10_000
 
@@ -87,7 +87,7 @@ def test_lambda_conditional_is_inverse_gaussian(gamma):
     s = tf.reshape(1.0 - c, (-1, 1))
     beta = tf.ones((1, 1), tf.float64)
     y = tf.ones((1, cs.size * reps), tf.float64)
-    lam = _draws_over_split_seeds(lambda sd: svm.resample_lambda(beta, s, y, gamma, sd)[0])
+    lam = _draws_over_split_seeds(lambda sd: svm_gibbs.resample_lambda(beta, s, y, gamma, sd)[0])
     inv = (1.0 / lam).reshape(N_SEEDS * reps, cs.size)  # columns follow cs
     n = inv.shape[0]
     for j, cj in enumerate(cs):
@@ -107,7 +107,7 @@ def test_lambda_conditional_is_inverse_gaussian(gamma):
 def test_inverse_gaussian_sampler_extreme_means():
     """sample_inverse_gaussian for mu in {1e-3, 1e4}: means within 5 s.e., no NaN/Inf/0."""
     for mu, shape in ((1e-3, 1.0), (1e4, 3.0)):
-        x = svm.sample_inverse_gaussian(tf.fill([200_000], tf.constant(mu, tf.float64)), shape, 3).numpy()
+        x = svm_gibbs.sample_inverse_gaussian(tf.fill([200_000], tf.constant(mu, tf.float64)), shape, 3).numpy()
         assert np.all(np.isfinite(x)) and np.all(x > 0)
         if mu < 1:
             assert abs(x.mean() - mu) < 5 * math.sqrt(mu**3 / shape / x.size)
@@ -121,7 +121,7 @@ def test_omega_and_kappa_conditionals():
     """1/omega ~ IG(sqrt(2 kappa)/|beta|, 2 kappa); kappa ~ Gamma(a+F, b+sum omega) (5 s.e.)."""
     beta = tf.constant([[0.3, -1.2, 0.05]], tf.float64)
     kappa = tf.constant([0.8], tf.float64)
-    om = _draws_over_split_seeds(lambda sd: svm.resample_omega(beta, kappa, sd)[0])
+    om = _draws_over_split_seeds(lambda sd: svm_gibbs.resample_omega(beta, kappa, sd)[0])
     inv = 1.0 / om
     n = inv.shape[0]
     mu = np.sqrt(2 * 0.8) / np.abs(beta.numpy()[0])
@@ -130,7 +130,7 @@ def test_omega_and_kappa_conditionals():
 
     omega = tf.constant([[0.5, 2.0, 1.0, 0.25]], tf.float64)
     a, b = 1.5, 0.5
-    k = _draws_over_split_seeds(lambda sd: svm.resample_kappa(omega, a, b, sd))[:, 0]
+    k = _draws_over_split_seeds(lambda sd: svm_gibbs.resample_kappa(omega, a, b, sd))[:, 0]
     shape, rate = a + 4, b + 3.75
     assert abs(k.mean() - shape / rate) < 5 * math.sqrt(shape / rate**2 / k.size)
     assert abs(k.var() - shape / rate**2) < 5 * (shape / rate**2) * math.sqrt((6 / shape + 2) / k.size)
@@ -146,7 +146,7 @@ def test_gamma_conditional():
     a, b = 2.0, 0.5
     c = 1 - y * (beta @ s.T)
     shape, rate = a + 6.0, b + np.sum((c + lam) ** 2 / (2 * lam))
-    g = _draws_over_split_seeds(lambda sd: tf.reshape(svm.resample_gamma(lam, beta, s, y, a, b, sd), [1]))[:, 0]
+    g = _draws_over_split_seeds(lambda sd: tf.reshape(svm_gibbs.resample_gamma(lam, beta, s, y, a, b, sd), [1]))[:, 0]
     assert abs(g.mean() - shape / rate) < 5 * math.sqrt(shape / rate**2 / g.size)
     assert abs(g.var() - shape / rate**2) < 5 * (shape / rate**2) * math.sqrt((6 / shape + 2) / g.size)
 
@@ -166,7 +166,7 @@ def _beta_problem():
 def test_beta_conditional_formula_matches_augmented_joint():
     """log p(beta | lambda) from the augmented joint minus the Gaussian we sample is constant in beta (1e-9)."""
     s, y, lam, omega, gamma = _beta_problem()
-    prec, rhs = svm.beta_conditional(lam[None], omega, s, y[None], gamma)
+    prec, rhs = svm_gibbs.beta_conditional(lam[None], omega, s, y[None], gamma)
     prec, rhs = prec.numpy()[0], rhs.numpy()[0]
     mean = np.linalg.solve(prec, rhs)
     rng = np.random.default_rng(0)
@@ -198,7 +198,7 @@ def test_beta_conditional_moments():
     y_b = tf.constant(np.tile(y, (copies, 1)))
     s_t = tf.constant(s)
     draws = _draws_over_split_seeds(
-        lambda sd: svm.resample_beta(lam_b, omega, s_t, y_b, gamma, sd), n_seeds=50)
+        lambda sd: svm_gibbs.resample_beta(lam_b, omega, s_t, y_b, gamma, sd), n_seeds=50)
     draws = draws.reshape(-1, s.shape[1])
     n = draws.shape[0]
     se_mean = np.sqrt(np.diag(cov) / n)
@@ -213,7 +213,7 @@ def test_weighted_gram_matches_numpy():
     rng = np.random.default_rng(3)
     s = rng.standard_normal((9000, 101))  # > one chunk of rows, odd width
     w = rng.random((3, 9000))
-    g = svm.weighted_gram(s, w).numpy()
+    g = svm_linalg.weighted_gram(s, w).numpy()
     ref = np.einsum("nf,cn,ng->cfg", s, w, s)
     assert np.max(np.abs(g - ref)) < 1e-12 * np.max(np.abs(ref))
 
@@ -234,14 +234,14 @@ def test_classwise_solves_match_the_batched_ones(monkeypatch):
     l2[:, -1] = 0.01
 
     def run():
-        draw = svm.resample_beta(lam, omega, s, y, 1.3, 11).numpy()
-        step = svm.em_update_beta(beta0, s, y, 1.0, l1, l2).numpy()
+        draw = svm_gibbs.resample_beta(lam, omega, s, y, 1.3, 11).numpy()
+        step = svm_em.em_update_beta(beta0, s, y, 1.0, l1, l2).numpy()
         return draw, step
 
-    assert not svm.classwise(c, f + 1)
+    assert not svm_linalg.classwise(c, f + 1)
     batched = run()
-    monkeypatch.setattr(svm, "CLASS_BATCH_BYTES", 0)
-    assert svm.classwise(c, f + 1)
+    monkeypatch.setattr(svm_linalg, "CLASS_BATCH_BYTES", 0)
+    assert svm_linalg.classwise(c, f + 1)
     for a, b in zip(batched, run()):
         assert np.max(np.abs(a - b)) < 1e-10 * np.max(np.abs(a))
 
@@ -268,7 +268,7 @@ def _em_system(beta, s, y, l1, l2, eps=1e-7):
 def few_precond_rows(monkeypatch):
     """32 heavy rows in the CG preconditioner (default 512 >= N = 500 would make it exact
     and CG converge in one iteration: these tests want CG to iterate)."""
-    monkeypatch.setattr(svm, "CG_PRECOND_ROWS", 32)
+    monkeypatch.setattr(svm_cg, "CG_PRECOND_ROWS", 32)
 
 
 def test_cg_em_matches_dense_em(few_precond_rows):
@@ -298,7 +298,7 @@ def test_cg_step_meets_its_tolerance(few_precond_rows):
     x, lab = _wide_problem()
     m = BayesianSVM(3, method="em", em_iters=3, em_tol=0.0, em_solver="dense").fit(x, lab)
     s = np.c_[(x - m.mean_) / m.std_, np.ones(len(x))]
-    y = svm.one_vs_all_targets(lab, 3)
+    y = svm_linalg.one_vs_all_targets(lab, 3)
     l1, l2 = m._penalties(x.shape[1], np.full(3, m.kappa))
     beta = m.betas[0]
     a, b = _em_system(beta, s, y, l1, l2)
@@ -310,13 +310,13 @@ def test_cg_step_meets_its_tolerance(few_precond_rows):
 
     errors, iterations = [], []
     for tol in (1e-2, 1e-6):
-        out, info = svm.em_step_cg(beta, s, y, 1.0, l1, l2, tol=tol)
+        out, info = svm_cg.em_step_cg(beta, s, y, 1.0, l1, l2, tol=tol)
         assert np.all(rel_residual(out) <= tol * (1 + 1e-6)), (tol, rel_residual(out))
         assert info["cg_residual"] == pytest.approx(rel_residual(out).max(), rel=1e-6)
         errors.append(np.max(np.abs(out - exact)))
         iterations.append(info["cg_iterations"])
     assert iterations[1] > iterations[0] > 1 and errors[1] < 1e-3 * errors[0]
-    early, _ = svm.em_step_cg(beta, s, y, 1.0, l1, l2, tol=1e-2, max_iter=1)
+    early, _ = svm_cg.em_step_cg(beta, s, y, 1.0, l1, l2, tol=1e-2, max_iter=1)
     assert np.max(rel_residual(early)) > 1e-2  # what the assertion above would catch
 
 
@@ -332,13 +332,13 @@ def test_cg_em_decreases_the_objective_at_any_tolerance(few_precond_rows):
     assert obj[-1] < 1.05 * dense.trace[-1]["objective"]
 
 
-@pytest.mark.parametrize("stack_bytes", [svm.CG_PRECOND_BYTES, 0])
+@pytest.mark.parametrize("stack_bytes", [svm_cg.CG_PRECOND_BYTES, 0])
 def test_cg_preconditioner_is_the_stated_inverse(monkeypatch, stack_bytes):
     """cg_preconditioner applies (D + S_B^T diag(w_B) S_B)^-1 (D = diagonal of the other
     rows' part of A) to rel 1e-10; with rows >= N it is A^-1 itself, and 0 rows is Jacobi;
     the same whether it keeps the heavy rows' stack or (above CG_PRECOND_BYTES, here 0)
     multiplies through S."""
-    monkeypatch.setattr(svm, "CG_PRECOND_BYTES", stack_bytes)
+    monkeypatch.setattr(svm_cg, "CG_PRECOND_BYTES", stack_bytes)
     rng = np.random.default_rng(12)
     n, f, c, k = 60, 25, 2, 7
     s = rng.standard_normal((n, f))
@@ -356,18 +356,18 @@ def test_cg_preconditioner_is_the_stated_inverse(monkeypatch, stack_bytes):
             d = np.einsum("nf,cn->cf", s * s, rest) + prior
             wb = np.take_along_axis(w, which, axis=1)
             m = np.stack([np.diag(d[l]) + (s[which[l]].T * wb[l]) @ s[which[l]] for l in range(c)])
-        got = svm.cg_preconditioner(s, w, prior, rows)(r)
+        got = svm_cg.cg_preconditioner(s, w, prior, rows)(r)
         want = np.linalg.solve(m, r[..., None])[..., 0]
         assert np.max(np.abs(got - want)) < 1e-10 * np.max(np.abs(want)), rows
 
 
 def test_em_solver_auto_follows_classwise(monkeypatch):
     """auto: CG exactly when the dense solves would go class by class (classwise)."""
-    assert svm.em_solver_for(10, 801) == "dense"  # MNIST's pretrained features
-    assert svm.em_solver_for(10, 4901) == "cg"  # the soft-threshold encoder's
-    assert svm.em_solver_for(10, 4901, "dense") == "dense"
-    monkeypatch.setattr(svm, "CLASS_BATCH_BYTES", 0)
-    assert svm.em_solver_for(3, 5) == "cg"
+    assert svm_cg.em_solver_for(10, 801) == "dense"  # MNIST's pretrained features
+    assert svm_cg.em_solver_for(10, 4901) == "cg"  # the soft-threshold encoder's
+    assert svm_cg.em_solver_for(10, 4901, "dense") == "dense"
+    monkeypatch.setattr(svm_linalg, "CLASS_BATCH_BYTES", 0)
+    assert svm_cg.em_solver_for(3, 5) == "cg"
     x, lab = _wide_problem(n=40, f=6, zero_cols=0)
     assert BayesianSVM(3, method="em", em_iters=2).fit(x, lab).em_solver_ == "cg"
     assert BayesianSVM(3, burn_in=1, collect=1).fit(x, lab).em_solver_ is None
@@ -436,7 +436,7 @@ def test_em_reaches_the_l2_hinge_optimum_and_gibbs_classifies_as_well():
     assert (j_em - primal) / primal < 1e-4, (j_em, primal)
     # the library's objective agrees with the one written here
     l2 = np.r_[np.full(5, ridge), 1 / bias_var]
-    j_lib = svm.hinge_objective(em.betas[0], s, np.stack([y, -y]), gamma, l2=l2).numpy()
+    j_lib = svm_em.hinge_objective(em.betas[0], s, np.stack([y, -y]), gamma, l2=l2).numpy()
     np.testing.assert_allclose(j_lib, [j_em, j_em], rtol=1e-6)
     # and so does the last trace row (sum over both classes)
     assert em.trace[-1]["objective"] == pytest.approx(j_lib.sum(), rel=1e-12)
@@ -488,10 +488,10 @@ def test_same_seed_same_output_different_seed_different_samples():
     # the pure conditionals are deterministic functions of their seed too
     beta = tf.constant(a.betas[-1])
     s = tf.constant(np.c_[(x - a.mean_) / a.std_, np.ones(len(x))])
-    y = tf.constant(svm.one_vs_all_targets(lab, 3))
-    l1 = svm.resample_lambda(beta, s, y, 1.0, tf.constant([1, 2]))
-    l2 = svm.resample_lambda(beta, s, y, 1.0, tf.constant([1, 2]))
-    l3 = svm.resample_lambda(beta, s, y, 1.0, tf.constant([1, 3]))
+    y = tf.constant(svm_linalg.one_vs_all_targets(lab, 3))
+    l1 = svm_gibbs.resample_lambda(beta, s, y, 1.0, tf.constant([1, 2]))
+    l2 = svm_gibbs.resample_lambda(beta, s, y, 1.0, tf.constant([1, 2]))
+    l3 = svm_gibbs.resample_lambda(beta, s, y, 1.0, tf.constant([1, 3]))
     assert np.array_equal(l1.numpy(), l2.numpy()) and not np.allclose(l1.numpy(), l3.numpy())
 
 

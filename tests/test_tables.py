@@ -11,6 +11,9 @@ import pytest
 import yaml
 
 from dgdm_tf.report import paper, tables
+from dgdm_tf.report.run_notes import run_note
+from dgdm_tf.report.runs import (IMPLEMENTED_METHODS, cnn_peer_run, cnn_peer_runs, load_metrics,
+                                 row_subsets)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -152,9 +155,9 @@ def test_configs_are_valid_and_complete(name):
 def test_schema_enums_match_the_library():
     s = _schema()
     ds = s["$defs"]["dataset"]["properties"]
-    assert set(ds["methods"]["items"]["enum"]) == set(tables.IMPLEMENTED_METHODS)
+    assert set(ds["methods"]["items"]["enum"]) == set(IMPLEMENTED_METHODS)
     assert set(ds["paper_table"]["enum"]) - {None} == set(paper.PAPER_TABLES)
-    assert set(tables.IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
+    assert set(IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
 
 
 @pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (2 Gibbs sweeps, then 4 MCEM"),
@@ -163,7 +166,7 @@ def test_supervised_note_names_the_test_features(features, says):
     m = {"n_train": 600, "n_models_averaged": 2, "config": {"supervised": {
         "start_from": "refined", "burn_in": 12, "collect": 4, "thin": 1,
         "predict": {"features": features, "burn_in": 2, "collect": 3, "iterations": 4}}}}
-    note = tables._run_note("mnist", "supervised", m)
+    note = run_note("mnist", "supervised", m)
     assert says in note and ("MCEM" in note) == (features == "mcem"), note
 
 
@@ -172,7 +175,7 @@ def test_supervised_note_names_the_test_features(features, says):
 def test_pretrained_note_names_the_feature_chains(chains, says):
     bi, co = (5, 5) if chains == 1 else (2, 3)
     m = {"config": {"features": {"burn_in": bi, "collect": co, "chains": chains}}}
-    note = tables._run_note("mnist", "pretrained_svm", m)
+    note = run_note("mnist", "pretrained_svm", m)
     assert says in note and ("chains" in note) == (chains > 1), note
 
 
@@ -193,26 +196,26 @@ def _cells(md: str, start: str) -> list[str]:
 
 def test_row_subsets_and_cnn_peer_runs():
     b = _block()
-    assert tables.row_subsets(b, "pretrained_svm") == {"train": None, "test": None}
-    assert tables.row_subsets(b, "encoder_svm") == {"train": None, "test": None}
-    assert tables.row_subsets(b, "unsupervised_svm") == {"train": 1500, "test": 750}
-    assert tables.row_subsets(b, "supervised") == {"train": 600, "test": 750}
-    assert tables.row_subsets(b, "mcem_map") is None
-    assert tables.cnn_peer_runs(b) == {"pretrained_svm": "cnn",
+    assert row_subsets(b, "pretrained_svm") == {"train": None, "test": None}
+    assert row_subsets(b, "encoder_svm") == {"train": None, "test": None}
+    assert row_subsets(b, "unsupervised_svm") == {"train": 1500, "test": 750}
+    assert row_subsets(b, "supervised") == {"train": 600, "test": 750}
+    assert row_subsets(b, "mcem_map") is None
+    assert cnn_peer_runs(b) == {"pretrained_svm": "cnn",
                                        "unsupervised_svm": "cnn_at/unsupervised_svm",
                                        "supervised": "cnn_at/supervised"}
     # a row on the whole subsets (null, or at least n_train / n_test) is the cnn run's
     b = _block(topdown_features={"n_train": None, "n_test": None},
                supervised={"n_train": 10000, "n_test": 6000})
-    assert set(tables.cnn_peer_runs(b).values()) == {"cnn"}
+    assert set(cnn_peer_runs(b).values()) == {"cnn"}
     # n_train null (all images): a row of 1500 is not the whole subset
     b = _block(n_train=None)
-    assert tables.cnn_peer_run(b, "unsupervised_svm") == "cnn_at/unsupervised_svm"
+    assert cnn_peer_run(b, "unsupervised_svm") == "cnn_at/unsupervised_svm"
     # no cnn, or the row not run: no peer; the reference row is not a Gibbs row
-    assert tables.cnn_peer_runs(_block(methods=["pretrained_svm", "supervised"])) == {}
-    assert tables.cnn_peer_runs(_block(methods=["cnn", "supervised"])) == {
+    assert cnn_peer_runs(_block(methods=["pretrained_svm", "supervised"])) == {}
+    assert cnn_peer_runs(_block(methods=["cnn", "supervised"])) == {
         "supervised": "cnn_at/supervised"}
-    assert tables.cnn_peer_run(_block(), "encoder_svm") is None
+    assert cnn_peer_run(_block(), "encoder_svm") is None
 
 
 def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
@@ -232,7 +235,7 @@ def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
         p = tmp_path / "mnist" / run / "metrics.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps(m))
-    metrics = tables.load_metrics(tmp_path, datasets)
+    metrics = load_metrics(tmp_path, datasets)
     assert ("mnist", "cnn_at/unsupervised_svm") in metrics
     md = tables.render_tables(datasets, metrics)
     lines = md.splitlines()

@@ -96,7 +96,8 @@ def test_cnn_row_and_figure(cnn_run):
 
 @pytest.mark.slow
 def test_cnn_and_scaling_benchmark_csvs(cnn_run):
-    from dgdm_tf.bench.sweeps import CNN_COLUMNS, SCALING_COLUMNS
+    from dgdm_tf.bench.cnn import CNN_COLUMNS
+    from dgdm_tf.bench.scaling import SCALING_COLUMNS
 
     cnn_run = cnn_run[0]
     c = pd.read_csv(cnn_run / "results/benchmarks/cnn.csv")

@@ -21,7 +21,8 @@ import tensorflow as tf
 
 from dgdm_tf.core import compiled
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.state import init_state
+from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.model import DeepModel
 
 root, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -32,16 +33,16 @@ ds = [np.asarray(z["D"], np.float32) for z in layers_npz]
 x = np.ascontiguousarray(np.load(f"{root}/data/prepared.npz")["x_train"][:128], np.float32)
 layers = [{"dict_size": d.shape[0], "n_dict": d.shape[-1], "pool": p} for d, p in zip(ds, (3, 1))]
 model = DeepModel(x.shape[1:], layers, None, scan="fixed").with_ks([d.shape[-1] for d in ds])
-st = G.init_state(x, model, ds, tf.constant([5, 1]),
-                  gamma_e_init=float(np.mean(layers_npz[0]["gamma_e"])),
-                  gamma_s_init=float(layers_npz[1]["gamma_w"]))
+st = init_state(x, model, ds, tf.constant([5, 1]),
+                gamma_e_init=float(np.mean(layers_npz[0]["gamma_e"])),
+                gamma_s_init=float(layers_npz[1]["gamma_w"]))
 xt = tf.constant(x)
-first = G.make_sweep_fn(model, mask_given=False, update_globals=False)
+first = make_sweep_fn(model, mask_given=False, update_globals=False)
 for _ in range(2):
     st, _ = first(st, xt)
 ref = None
 for rep in range(reps):
-    fn = G.make_sweep_fn(model, mask_given=False, update_globals=False)  # a fresh trace
+    fn = make_sweep_fn(model, mask_given=False, update_globals=False)  # a fresh trace
     new, stats = fn(st, xt)
     out = [np.asarray(stats["expected_top"]), np.asarray(new.s_top), np.asarray(new.resid)]
     if ref is None:

@@ -8,7 +8,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.conjugate import resample_gamma_e, resample_pi, resample_theta
+from dgdm_tf.topdown.state import init_state, reconstruct, residual
+from dgdm_tf.topdown.sweep import local_steps, make_sweep_fn
+from dgdm_tf.topdown.top_units import resample_top
 from dgdm_tf.core.model import DeepModel, dense_indicators, indicator_map, layer_inputs
 from dgdm_tf.core.model import unseen_blocks as _unseen_blocks
 from dgdm_tf.core.ops import full_conv_adjoint
@@ -30,15 +33,15 @@ def fixed_gamma_e_sweep(model: DeepModel, masked: bool, *, fix_gamma_e: bool = T
     def sw(st, x, mask=None):
         seeds = tf.unstack(tf.random.experimental.stateless_split(st.seed, 8))
         st = st._replace(seed=seeds[0])
-        st = st._replace(resid=G.residual(st, x, model, mask))
+        st = st._replace(resid=residual(st, x, model, mask))
         if fix_z:
-            st, expected = G.resample_top(st, x, model, seeds[1], mask, return_expected=True)
+            st, expected = resample_top(st, x, model, seeds[1], mask, return_expected=True)
         else:
-            st, expected = G.local_steps(st, x, model, seeds[1], seeds[2], mask=mask)
-        st = G.resample_theta(st, x, model, seeds[5])
-        st = G.resample_pi(st, x, model, seeds[6])
+            st, expected = local_steps(st, x, model, seeds[1], seeds[2], mask=mask)
+        st = resample_theta(st, x, model, seeds[5])
+        st = resample_pi(st, x, model, seeds[6])
         if not fix_gamma_e:
-            st = G.resample_gamma_e(st, x, model, seeds[7], mask)
+            st = resample_gamma_e(st, x, model, seeds[7], mask)
         return st, {"expected_top": expected}
     if masked:
         return compiled(lambda st, x, m: sw(st, x, m), reduce_retracing=True)
@@ -57,12 +60,12 @@ def run(x, mask, dicts, layers, *, seed, burn_in, collect, gamma_s, gamma_e, hyp
     model = DeepModel(x.shape[1:], layers, hyper).with_ks(ks)
     mb = None if mask is None else tf.constant(mask, tf.float32)
     fn = (fixed_gamma_e_sweep(model, mb is not None, fix_gamma_e=fix_gamma_e, fix_z=fix_z)
-          if fix_gamma_e or fix_z else G.make_sweep_fn(model, mask_given=mb is not None, update_globals=False))
+          if fix_gamma_e or fix_z else make_sweep_fn(model, mask_given=mb is not None, update_globals=False))
     bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x1F], tf.int32), batch_index)
-    st = G.init_state(xm, model, dicts, bseed, gamma_e_init=gamma_e, gamma_s_init=gamma_s, mask=mb)
+    st = init_state(xm, model, dicts, bseed, gamma_e_init=gamma_e, gamma_s_init=gamma_s, mask=mb)
     if start is not None:
         st = start(st, model)
-        st = st._replace(resid=G.residual(st, tf.constant(xm), model, mb))
+        st = st._replace(resid=residual(st, tf.constant(xm), model, mb))
     xt = tf.constant(xm)
     acc = {k: 0.0 for k in estimators}
     t0 = time.time()
@@ -89,7 +92,7 @@ def est_workflow(ctx):
 
 def est_draw(ctx):
     """The plain draw after the sweep: g(S_top, Z)."""
-    return G.reconstruct(ctx["after"], ctx["model"])
+    return reconstruct(ctx["after"], ctx["model"])
 
 
 def est_hidden_rb(unseen):

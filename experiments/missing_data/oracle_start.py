@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import _chain as C
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, oracle_args, psnr, seed_for
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.sweep import log_joint
 
 x, mask, name, n, burn_in, collect, (dicts, gs, ge) = oracle_args(sys.argv)
 xm = tf.constant(x * mask)
@@ -29,7 +29,7 @@ for label, start in (("rule inpaint's start", None),
     rows = []
 
     def on_sweep(t, before, after, stats, model, rows=rows):
-        rows.append((float(G.log_joint(after, xm, model, mt)) / n, float(np.mean(np.asarray(after.gamma_e))),
+        rows.append((float(log_joint(after, xm, model, mt)) / n, float(np.mean(np.asarray(after.gamma_e))),
                      float(np.mean(np.asarray(after.on)))))
     recs, st, sec, _ = C.run(x, mask, dicts, LAYERS, seed=seed, burn_in=burn_in, collect=collect,
                              gamma_s=gs, gamma_e=ge, hyper=HYPER, estimators={"w": C.est_workflow},

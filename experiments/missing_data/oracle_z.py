@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import _chain as C
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.sweep import log_joint
 from _setup import DS, HYPER, LAYERS, SEED, hidden_stats, oracle_args, seed_for
 
 x, mask, name, n, burn_in, collect, (dicts, gs, ge) = oracle_args(sys.argv)
@@ -36,7 +36,7 @@ for start_top in ("off", "full chain's"):
     print(f"  oracle Z held, S_top from the top half, start {start_top:12s}: {hidden_stats(x, rec, mask)}"
           f"  clipped {hidden_stats(x, np.clip(rec, 0, 1), mask)[:15]}  ({sec:.1f} s)")
     xm, mt = tf.constant(x * mask), tf.constant(mask)
-    lj = float(G.log_joint(st, xm, model, mt)) / n
+    lj = float(log_joint(st, xm, model, mt)) / n
     ge_n = np.asarray(st.gamma_e)
     sq = np.sum(np.square(np.asarray(st.resid)), axis=(1, 2, 3))
     n_obs = mask.sum(axis=(1, 2, 3))

@@ -15,7 +15,9 @@ import tensorflow as tf
 
 from dgdm_tf.mcmc import anneal, diagnostics as mixing
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.pretrain.kernel import make_sweep_fn
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from _subsets import subsets
 
 l1 = np.load(sys.argv[2])

@@ -18,7 +18,9 @@ import tensorflow as tf
 
 from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.pretrain.kernel import make_sweep_fn
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
 from _subsets import subsets
 

@@ -33,8 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core.ops import full_conv, full_conv_adjoint
-from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, block_kernels, blocks_to_nhwc,
-                              nhwc_to_blocks)
+from dgdm_tf.pretrain.blocks import block_kernels, blocks_to_nhwc, nhwc_to_blocks
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 
 def _to_block_grid(v: tf.Tensor, p: int, hb: int, wb: int) -> tf.Tensor:
@@ -134,7 +134,9 @@ def resample_zw_map_parallel(state: PretrainState, x: tf.Tensor, model: LayerMod
 if __name__ == "__main__":
     from _subsets import subsets
     from dgdm_tf.core.layout import LayerGeometry
-    from dgdm_tf.pretrain.kernel import Hyper, init_state, make_sweep_fn
+    from dgdm_tf.pretrain.kernel import make_sweep_fn
+    from dgdm_tf.core.hyper import Hyper
+    from dgdm_tf.pretrain.layer_model import init_state
 
     l1 = np.load(sys.argv[2])
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 300

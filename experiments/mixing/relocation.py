@@ -27,8 +27,10 @@ import tensorflow as tf
 from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.pretrain.kernel import (Hyper, LayerModel, blocks_to_nhwc, init_state, make_sweep_fn,
-                              nhwc_to_blocks)
+from dgdm_tf.pretrain.blocks import blocks_to_nhwc, nhwc_to_blocks
+from dgdm_tf.pretrain.kernel import make_sweep_fn
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from _subsets import subsets
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from dgdm_tf.topdown import chain as deep_chain
-from dgdm_tf.supervised.bayes_svm import BayesianSVM
+from dgdm_tf.supervised.svm_classifier import BayesianSVM
 
 root = sys.argv[1]
 run = yaml.safe_load(open(f"{root}/unsupervised_svm/config.yaml"))["block"]

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from dgdm_tf.pretrain import kernel as pretrain
+from dgdm_tf.pretrain import layer_model
 from dgdm_tf.pretrain.features import infer_layer
 from _subsets import read_out, subsets
 
@@ -25,7 +25,7 @@ root = sys.argv[1]
 layers = [np.load(f"{root}/pretrain/layer{l}.npz") for l in (1, 2)]
 ntr, nte = int(sys.argv[2]), int(sys.argv[3])
 xtr, ytr, xte, yte = subsets(f"{root}/data/prepared.npz", ntr, nte)
-paper_prior = pretrain.dirichlet_prior
+paper_prior = layer_model.dirichlet_prior
 
 
 def gibbs(x, l, seed):
@@ -44,11 +44,11 @@ h1 = [gibbs(x, 0, 1 + i) for i, x in enumerate((xtr, xte))]
 print(f"layer 1 (Gibbs): {time.time() - t:.0f} s", flush=True)
 for arg in sys.argv[4:]:
     if arg == "paper":
-        pretrain.dirichlet_prior = paper_prior
+        layer_model.dirichlet_prior = paper_prior
     else:
         a0, b0 = (float(v) for v in arg.split(":"))
-        pretrain.dirichlet_prior = (lambda geom, top, a0=a0, b0=b0: np.array([a0, b0], np.float32)
-                                    if top and geom.p == 1 else paper_prior(geom, top))
+        layer_model.dirichlet_prior = (lambda geom, top, a0=a0, b0=b0: np.array([a0, b0], np.float32)
+                                       if top and geom.p == 1 else paper_prior(geom, top))
     t = time.time()
     h2 = [gibbs(h, 1, 11 + i) for i, h in enumerate(h1)]
     print(f"top-layer prior on pi {arg:>9s}: signed probe {probe(h2, False):.2f}%, split "

@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, "src")
-from dgdm_tf.bench.sweeps import md_table  # noqa: E402
+from dgdm_tf.bench.report import md_table  # noqa: E402
 from dgdm_tf.bench.stream import run_isolated  # noqa: E402
 
 N_PAPER = {"mnist": 60000, "cifar10": 50000}

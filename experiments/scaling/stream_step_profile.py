@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import blocks as PB, kernel as P, layer_model as PM
 from dgdm_tf.pretrain import stream as S
 from dgdm_tf.pretrain.stream_chain import BatchStore
 from dgdm_tf.core.compiled import compiled
@@ -36,10 +36,10 @@ def median_s(fn, reps=5):
 
 def main(batch=1000, h=28, w=28, c=1, dsz=8, k=50, pool=3):
     g = LayerGeometry(hx=h, wx=w, c=c, dh=dsz, dw=dsz, k=k, p=pool)
-    model = P.LayerModel(g, P.Hyper(), top=(pool == 1), n_images=batch)
+    model = PM.LayerModel(g, PM.Hyper(), top=(pool == 1), n_images=batch)
     rng = np.random.default_rng(0)
     x = tf.constant(rng.random((batch, h, w, c), dtype=np.float32))
-    st = P.init_state(x, model, tf.constant([0, 1]))
+    st = PM.init_state(x, model, tf.constant([0, 1]))
     st = P.make_sweep_fn(model, return_expected_pool=True)(st, x)[0]
     local = {"z": tf.cast(st.z, tf.int8), "w": S.compact_blocks(st.s),
              "log_theta": st.log_theta, "gamma_e": st.gamma_e}
@@ -48,8 +48,8 @@ def main(batch=1000, h=28, w=28, c=1, dsz=8, k=50, pool=3):
     batch_fn = S.make_batch_step(model)
     zw = compiled(lambda s_, x_, sd: P.resample_zw(s_, x_, model, sd, True))
     stats = compiled(lambda s, x, d, ge: S.d_statistics(s, x, d, ge, model))
-    rebuild = compiled(lambda z, wt, d, x: P.pad_input(
-        x - P.reconstruction(S.dense_blocks(z, wt, model), d, g), g))
+    rebuild = compiled(lambda z, wt, d, x: PB.pad_input(
+        x - PB.reconstruction(S.dense_blocks(z, wt, model), d, g), g))
     floor = compiled(lambda s, d: full_conv_adjoint(full_conv(s, d), d))
     s_dense = tf.constant(rng.normal(size=(batch, g.hs, g.ws, g.k)).astype(np.float32))
     global_fn = S.make_global_step(model)

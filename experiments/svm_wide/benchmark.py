@@ -1,5 +1,5 @@
 """EM of the Bayesian SVM on the reference row's features (encoder_svm) at the default
-config's size, dense or matrix-free CG solves (``dgdm_tf.supervised.bayes_svm``, ``em_solver``).
+config's size, dense or matrix-free CG solves (``dgdm_tf.supervised.svm_cg``, ``em_solver``).
 
 The features are rule encoder_features' on the default config: the workflow's seeded
 subsets of MNIST (10000 / 5000, seed 0, ``_common.split_subset``), pretraining's layer-1
@@ -37,7 +37,7 @@ start(args.threads)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 f_train, y_train, f_test, y_test = encoder_features(args.prepared, args.layer1, args.n_train,
                                                     args.n_test, args.features)

@@ -22,7 +22,7 @@ start(args.threads)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 with np.load(args.features) as z:
     keep = nonconstant(z["f_train"])

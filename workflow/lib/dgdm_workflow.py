@@ -18,12 +18,12 @@ from typing import Any, Callable, Iterable, Iterator
 from snakemake.exceptions import WorkflowError
 
 # the repository's library first (as workflow/scripts/_common.py does for the scripts):
-# the wiring asks dgdm_tf.report.tables which images each row uses (light: no TensorFlow)
+# the wiring asks dgdm_tf.report.runs which images each row uses (light: no TensorFlow)
 _SRC = Path(__file__).resolve().parents[2] / "src"
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
-from dgdm_tf.report.tables import cnn_peer_runs, row_subsets  # noqa: E402
+from dgdm_tf.report.runs import cnn_peer_runs, row_subsets  # noqa: E402
 
 
 #: the categories of `snakemake --report`, in the workflow's order (the report sorts
@@ -269,7 +269,7 @@ class Wiring:
         rerun: the seed, the data subsets, the model's layers and the `cnn` block (not
         the Gibbs settings: changing those does not rerun the CNN). For the CNN at row
         `row`'s images, also the row and the first how many images of each subset it
-        uses (dgdm_tf.report.tables.row_subsets: only those keys of the row's settings)."""
+        uses (dgdm_tf.report.runs.row_subsets: only those keys of the row's settings)."""
         block = self.datasets[ds]
         keep = ("kind", "paper_table", "n_train", "n_test", "model", "cnn")
         out: dict[str, Any] = {"seed": self.config["seed"], "dataset": ds,

@@ -1,7 +1,7 @@
 # Benchmarks: pretraining sweep speed against the convolution floor (dgdm_tf.bench.sweeps),
-# the CNN baseline's training step and inference, how both grow with batch size and image
-# side, plus the wall time and peak memory of every workflow job (Snakemake `benchmark:`
-# files).
+# the CNN baseline's training step and inference (dgdm_tf.bench.cnn), how both grow with
+# batch size and image side (dgdm_tf.bench.scaling), plus the wall time and peak memory of
+# every workflow job (Snakemake `benchmark:` files; dgdm_tf.bench.report).
 
 
 rule benchmark_layers:

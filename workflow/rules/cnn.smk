@@ -2,7 +2,7 @@
 # as convolutions + max-pooling, two fully connected layers with dropout, softmax.
 # Rule cnn trains it on the dataset's n_train / n_test subsets; rule cnn_at trains the
 # same CNN (same script, same `cnn` settings) on exactly the images of a Gibbs row whose
-# sizes differ (dgdm_tf.report.tables.cnn_peer_run), for the tables' "CNN, same images" column.
+# sizes differ (dgdm_tf.report.runs.cnn_peer_run), for the tables' "CNN, same images" column.
 
 
 rule cnn:

@@ -21,7 +21,7 @@ rule download:
 
 
 rule prepare:
-    """Preprocess {ds} (SPEC sec. 4) into results/{ds}/data/prepared.npz + summary.json."""
+    """Preprocess {ds} (Sec. 4) into results/{ds}/data/prepared.npz + summary.json."""
     input:
         "results/{ds}/data/fetch.json",
     output:

@@ -101,15 +101,10 @@ def subset_seeds(seed: int, ds: str) -> dict:
 
 def load_layers(paths):
     """(dictionaries, gamma_ws, mean gamma_es) of pretrained layer files, bottom up."""
-    import numpy as np
+    from dgdm_tf.io import artifacts
 
-    dictionaries, gamma_ws, gamma_es = [], [], []
-    for path in paths:
-        with np.load(path) as z:
-            dictionaries.append(np.asarray(z["D"], dtype=np.float32))
-            gamma_ws.append(float(z["gamma_w"]))
-            gamma_es.append(float(np.mean(z["gamma_e"])))
-    return dictionaries, gamma_ws, gamma_es
+    layers = [artifacts.read_pretrained_layer(path) for path in paths]
+    return [z.D for z in layers], [z.gamma_w for z in layers], [z.gamma_e_mean for z in layers]
 
 
 def split_subset(d, split: str, size, own, seed: int, ds: str):

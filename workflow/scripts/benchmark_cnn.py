@@ -1,4 +1,4 @@
-"""rules benchmark_cnn and benchmark_scaling (dgdm_tf.bench.sweeps).
+"""rules benchmark_cnn and benchmark_scaling (dgdm_tf.bench.cnn, dgdm_tf.bench.scaling).
 
 benchmark_cnn: the CNN baseline's training step and inference (images/s, memory) at the
 benchmark batch sizes. benchmark_scaling: throughput of one bottom-layer pretraining
@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.cnn import CNN_COLUMNS, benchmark_cnn
+from dgdm_tf.bench.scaling import SCALING_COLUMNS, benchmark_scaling
 
 bcfg = plain(snakemake.params.benchmark)
 ccfg = plain(snakemake.params.cnn)
@@ -27,12 +28,12 @@ common = dict(steps=int(bcfg["cnn_steps"]), seed=int(snakemake.params.seed),
 progress(f"{snakemake.rule} of {snakemake.params.dataset}: layers {layers}, CNN {ccfg}, "
          f"images {shape}, benchmark {bcfg}")
 if snakemake.rule == "benchmark_cnn":
-    columns = benchmark.CNN_COLUMNS
-    rows = benchmark.benchmark_cnn(shape, layers, int(summary["n_classes"]),
-                                   batch_sizes=[int(b) for b in bcfg["batch_sizes"]], **common)
+    columns = CNN_COLUMNS
+    rows = benchmark_cnn(shape, layers, int(summary["n_classes"]),
+                         batch_sizes=[int(b) for b in bcfg["batch_sizes"]], **common)
 else:
-    columns = benchmark.SCALING_COLUMNS
-    rows = benchmark.benchmark_scaling(
+    columns = SCALING_COLUMNS
+    rows = benchmark_scaling(
         shape, layers, int(summary["n_classes"]),
         batch_sizes=[int(b) for b in bcfg["scaling_batch_sizes"]],
         side_factors=[float(f) for f in bcfg["scaling_side_factors"]],

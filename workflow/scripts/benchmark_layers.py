@@ -11,23 +11,24 @@ import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.sweeps import benchmark_pretrain_layers
+from dgdm_tf.bench.timing import machine_info
 
 
 bcfg = plain(snakemake.params.benchmark)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
 shape = prepared_image_shape(snakemake.input.prepared)
-info = benchmark.machine_info()
+info = machine_info()
 progress(f"machine: {info}")
 progress(f"benchmarking {snakemake.params.dataset} layers {layers} on images {shape}")
 rows = []
 # both compilation modes of the (z, W) step (config key pretrain/features.jit_compile)
 for b, jit in itertools.product(bcfg["batch_sizes"], (False, True)):
-    res = benchmark.benchmark_pretrain_layers(shape, layers, batch_size=int(b),
-                                              sweeps=int(bcfg["sweeps"]),
-                                              seed=int(snakemake.params.seed), hyper=hyper,
-                                              jit_compile=jit)
+    res = benchmark_pretrain_layers(shape, layers, batch_size=int(b),
+                                    sweeps=int(bcfg["sweeps"]),
+                                    seed=int(snakemake.params.seed), hyper=hyper,
+                                    jit_compile=jit)
     for r in res:
         r = dict(r)
         r["dataset"] = snakemake.params.dataset

@@ -15,24 +15,26 @@ import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.report import collect_rule_benchmarks, combined_table, render_benchmarks_md
+from dgdm_tf.bench.time_to_accuracy import time_to_accuracy_rows
 
-from dgdm_tf.report import plots, tables
+from dgdm_tf.report import plots
+from dgdm_tf.report.runs import load_metrics
 
 layers = pd.read_csv(snakemake.input.layers)
 cnn = pd.read_csv(snakemake.input.cnn)
 scaling = pd.read_csv(snakemake.input.scaling)
 refine = pd.read_csv(snakemake.input.refine)
 machine = json.loads(Path(snakemake.input.machine).read_text())
-jobs = benchmark.collect_rule_benchmarks(snakemake.params.rules_dir)
+jobs = collect_rule_benchmarks(snakemake.params.rules_dir)
 datasets = plain(snakemake.params.datasets)
-metrics = tables.load_metrics("results", datasets)
-tta = benchmark.time_to_accuracy_rows(metrics, datasets)
+metrics = load_metrics("results", datasets)
+tta = time_to_accuracy_rows(metrics, datasets)
 cnn_runs = [m for (ds, method), m in metrics.items() if method == "cnn"]
 progress(f"time to accuracy: {tta}")
 
 with atomic_io.atomic_path(snakemake.output.csv) as tmp:
-    benchmark.combined_table(layers, cnn, machine, refine).to_csv(tmp, index=False)
+    combined_table(layers, cnn, machine, refine).to_csv(tmp, index=False)
 with atomic_io.atomic_path(snakemake.output.rules_csv) as tmp:
     jobs.to_csv(tmp, index=False)
 with atomic_io.atomic_path(snakemake.output.scaling_csv) as tmp:
@@ -41,7 +43,7 @@ with atomic_io.atomic_path(snakemake.output.scaling_csv) as tmp:
 plots.plot_scaling(scaling, snakemake.output.scaling_png, machine=machine)
 mcem = pd.read_csv(snakemake.input.mcem[0]) if snakemake.input.mcem else None
 stream = pd.read_csv(snakemake.input.stream[0]) if snakemake.input.stream else None
-md = benchmark.render_benchmarks_md(
+md = render_benchmarks_md(
     machine=machine, config_files=snakemake.params.config_files, layers=layers, cnn=cnn,
     scaling=scaling, time_to_acc=tta, cnn_runs=cnn_runs, jobs=jobs, refine=refine, mcem=mcem,
     stream=stream,

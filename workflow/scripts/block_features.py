@@ -12,7 +12,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf.pretrain import block_posterior
 
@@ -38,10 +38,8 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
     x, y, idx = split_subset(d, split, size, None, seed, ds)
     progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
     per_layer = []
-    out[f"f_{split}"] = block_posterior.block_posterior_features(
-        x, dictionaries, pools, layer_outputs=per_layer, progress=progress, **kw)
-    out[f"y_{split}"] = y
-    out[f"idx_{split}"] = idx
+    out[split] = artifacts.FeatureSplit(block_posterior.block_posterior_features(
+        x, dictionaries, pools, layer_outputs=per_layer, progress=progress, **kw), y, idx)
     if split == "train":
         diag = mixing.layer1_diagnostics(per_layer[0], x, dictionaries[0].shape[0], pools[0])
         r = diag["activity_ink_layer1"]
@@ -50,12 +48,12 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
                             r, snakemake.output.activity_png,
                             f"{ds}: layer-1 block posteriors (pretrained_block_svm), "
                             f"{len(x)} train images")
-    progress(f"{ds}: {split} features {out[f'f_{split}'].shape} ({elapsed():.1f} s so far)")
+    progress(f"{ds}: {split} features {out[split].f.shape} ({elapsed():.1f} s so far)")
     del x
 
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
 atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
-atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
-                   wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,
+                         wall_seconds=elapsed(), config=cfg)
 progress(f"done in {elapsed():.1f} s")

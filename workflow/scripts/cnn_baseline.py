@@ -18,7 +18,7 @@ import tensorflow as tf  # noqa: E402
 
 import dgdm_tf  # noqa: E402
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
-from dgdm_tf.bench import sweeps as benchmark
+from dgdm_tf.bench.timing import machine_info
 from dgdm_tf.baselines import cnn
 from dgdm_tf import data
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
@@ -94,7 +94,7 @@ metrics = {
     "seed": seed,
     "config_file": ", ".join(snakemake.params.config_files),
     "config": block,
-    "machine": benchmark.machine_info(),
+    "machine": machine_info(),
     "threads": int(snakemake.threads),
     "dgdm_tf_version": dgdm_tf.__version__,
     "tensorflow": tf.__version__,

@@ -3,15 +3,11 @@ layer-1 dictionary as a fixed filter bank, the soft-threshold encoder of Coates 
 (dgdm_tf.baselines.encoder.encode), layer 1's max-pooling -- for the train / test subsets of
 pretrained_svm (the same seeded subsets: `_common.split_subset`)."""
 
-import json
-
 from _common import elapsed, plain, progress, split_subset, start
 
 start(snakemake, tensorflow=True)
 
-import numpy as np  # noqa: E402
-
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
@@ -21,8 +17,7 @@ ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.encoder)
 pool = int(snakemake.params.pool)
-with np.load(snakemake.input.layer) as z:
-    dictionary = np.asarray(z["D"], dtype=np.float32)
+dictionary = artifacts.read_pretrained_layer(snakemake.input.layer).D
 progress(f"{ds}: layer-1 dictionary {dictionary.shape}, pool {pool}, {cfg}")
 
 d = data.load_prepared(snakemake.input.data)
@@ -30,15 +25,14 @@ out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
     x, y, idx = split_subset(d, split, size, None, seed, ds)
     progress(f"{ds}: encoding {len(idx)} {split} images")
-    out[f"f_{split}"] = encoder.encode(x, dictionary, pool, alpha=float(cfg["alpha"]),
-                                       batch_size=int(cfg["batch_size"]), progress=progress)
-    out[f"y_{split}"] = y
-    out[f"idx_{split}"] = idx
-    progress(f"{ds}: {split} features {out[f'f_{split}'].shape} ({elapsed():.1f} s so far)")
+    out[split] = artifacts.FeatureSplit(
+        encoder.encode(x, dictionary, pool, alpha=float(cfg["alpha"]),
+                       batch_size=int(cfg["batch_size"]), progress=progress), y, idx)
+    progress(f"{ds}: {split} features {out[split].f.shape} ({elapsed():.1f} s so far)")
     del x
 
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
-atomic_io.save_npz(snakemake.output[0], **out, n_classes=np.int64(n_classes),
-                   wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+artifacts.write_features(snakemake.output[0], out["train"], out["test"], n_classes=n_classes,
+                         wall_seconds=elapsed(), config=cfg)
 progress(f"done in {elapsed():.1f} s")

@@ -11,7 +11,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
@@ -63,14 +63,11 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
                             f"{ds}: layer-1 features (pretrained_svm), {len(x)} train images")
     f = np.asarray(f, dtype=np.float32)
     progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")
-    out[f"f_{split}"] = f
-    out[f"y_{split}"] = np.asarray(y_all[idx], dtype=np.int64)
-    out[f"idx_{split}"] = idx
+    out[split] = artifacts.FeatureSplit(f, np.asarray(y_all[idx], dtype=np.int64), idx)
 
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
 atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
-atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
-                   wall_seconds=np.float64(elapsed()),
-                   features_config=np.array(json.dumps(fcfg)))
+artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,
+                         wall_seconds=elapsed(), config=fcfg)
 progress(f"done in {elapsed():.1f} s")

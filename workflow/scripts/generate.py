@@ -9,17 +9,16 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
+from dgdm_tf.io import artifacts  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.core.model import DeepModel, sample_prior_images  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
-with np.load(snakemake.input.model) as z:
-    n_layers = int(z["n_layers"])
-    dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(n_layers)]
-    theta = [np.asarray(z[f"theta{l + 1}"]) for l in range(n_layers - 1)]
-    on_rate, gamma_s = np.asarray(z["on_rate"]), float(z["gamma_s"])
+refined = artifacts.read_refined_model(snakemake.input.model)
+dictionaries, theta = refined.D, [np.asarray(t) for t in refined.theta]
+on_rate, gamma_s = np.asarray(refined.on_rate), refined.gamma_s
 with open(snakemake.input.summary) as f:
     shape = tuple(int(v) for v in json.load(f)["image_shape"])
 model = DeepModel(shape, layers, snakemake.params.hyper).with_ks([d.shape[-1] for d in dictionaries])

@@ -10,7 +10,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
@@ -32,13 +32,10 @@ peak = float(d["x_train"].max() - min(0.0, float(d["x_train"].min())))
 mean_img = d["x_train"].mean(axis=0, keepdims=True)
 recons = {"mean fill": np.broadcast_to(mean_img, x.shape)}
 scores = {"mean_fill": deep_chain.hidden_error(x, recons["mean fill"], mask, peak)}
-with np.load(snakemake.input.model) as z:
-    refined = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
-    gs_ref, ge_ref = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
-pre = [np.load(p) for p in snakemake.input.layers]
-pretrained = [np.asarray(z["D"], np.float32) for z in pre]
-models = {"pretrained": (pretrained, float(pre[-1]["gamma_w"]), float(np.mean(pre[0]["gamma_e"]))),
-          "refined": (refined, gs_ref, ge_ref)}
+refined = artifacts.read_refined_model(snakemake.input.model)
+pre = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
+models = {"pretrained": ([z.D for z in pre], pre[-1].gamma_w, pre[0].gamma_e_mean),
+          "refined": (refined.D, refined.gamma_s, refined.gamma_e_mean)}
 for name, (dicts, gs, ge) in models.items():
     progress(f"{ds}: inpainting {len(x)} test images ({cfg['mask']}) with the {name} model")
     res = deep_chain.infer_topdown(

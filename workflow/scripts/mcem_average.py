@@ -11,7 +11,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf.mcem import averaging as model_averaging
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
@@ -23,10 +23,9 @@ layers = plain(snakemake.params.layers)
 seed = int(snakemake.params.seed)
 ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
-with np.load(snakemake.input.model) as z:
-    n_layers = int(z["n_layers"])
-    mcem = {"D": [z[f"D{l + 1}"] for l in range(n_layers)], "beta": z["beta"], "mean": z["mean"],
-            "std": z["std"]}
+m = artifacts.read_mcem_model(snakemake.input.model)
+n_layers = m.n_layers
+mcem = {"D": m.D, "beta": m.beta, "mean": m.mean, "std": m.std}
 data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "averaging_batches"),
                 batch_size=int(cfg["batch_size"] or mcfg["batch_size"]),
                 stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
@@ -41,11 +40,9 @@ res = model_averaging.run_averaging(
     checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), scan=mcfg["scan"],
     progress=progress)
 acc = np.asarray(res["accept"])
-atomic_io.save_npz(snakemake.output.samples,
-                   **{f"sample{k}_D{l + 1}": d for k, ds_ in enumerate(res["D"]) for l, d in enumerate(ds_)},
-                   beta=res["beta"], mean=res["mean"], std=res["std"],
-                   n_samples=np.array(len(res["D"])), n_layers=np.array(n_layers),
-                   hmc_accept_mean=acc.mean(0), wall_seconds=np.array(elapsed()))
+artifacts.write_mcem_samples(snakemake.output.samples, D=res["D"], beta=res["beta"],
+                             mean=res["mean"], std=res["std"], n_layers=n_layers,
+                             hmc_accept_mean=acc.mean(0), wall_seconds=elapsed())
 if not cfg["keep_checkpoints"]:
     shutil.rmtree(ckpt, ignore_errors=True)
 progress(f"{ds}: {len(res['D'])} samples kept; mean HMC acceptance per layer "

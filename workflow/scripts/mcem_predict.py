@@ -13,7 +13,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf.mcem import test_time as deep_mcem
 
@@ -29,18 +29,14 @@ layers = plain(snakemake.params.layers)
 run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
 
-with np.load(snakemake.input.model) as z:
-    n_layers = int(z["n_layers"])
-    models = [([z[f"D{l + 1}"] for l in range(n_layers)], z["beta"])]
-    mean, std = z["mean"], z["std"]
-    train_seconds = float(z["wall_seconds"])
-    n_train = int(z["n_total"])
+mcem = artifacts.read_mcem_model(snakemake.input.model)
+models = [(mcem.D, mcem.beta)]
+mean, std = mcem.mean, mcem.std
+train_seconds, n_train = mcem.wall_seconds, mcem.n_total
 avg_seconds = 0.0
 if method == "model_averaging":
-    with np.load(snakemake.input.samples) as z:
-        models = [([z[f"sample{k}_D{l + 1}"] for l in range(n_layers)], z["beta"][k])
-                  for k in range(int(z["n_samples"]))]
-        avg_seconds = float(z["wall_seconds"])
+    samples = artifacts.read_mcem_samples(snakemake.input.samples)
+    models, avg_seconds = samples.models(), samples.wall_seconds
 data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(snakemake.params.stream),
                 n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")

@@ -13,9 +13,7 @@ from _common import elapsed, plain, progress, seed_for, start, subset_seeds
 
 start(snakemake, tensorflow=True)
 
-import numpy as np  # noqa: E402
-
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf.report import model_plots as deep_plots, plots
 
@@ -55,11 +53,10 @@ res = deep_smcem.train(
 if res["beta"] is None:
     raise ValueError(f"datasets.{ds}.mcem.supervise_from ({cfg['supervise_from']}) must be "
                      f"below mcem.iterations ({cfg['iterations']}): beta was never fitted")
-atomic_io.save_npz(snakemake.output.model, **{f"D{l + 1}": d for l, d in enumerate(res["D"])},
-                   beta=res["beta"], mean=res["mean"], std=res["std"],
-                   n_layers=np.array(len(res["D"])), n_total=np.array(data.n_total),
-                   n_classes=np.array(data.n_classes), image_shape=np.array(data.image_shape),
-                   train_seconds=np.array(res["seconds"]), wall_seconds=np.array(elapsed()))
+artifacts.write_mcem_model(snakemake.output.model, D=res["D"], beta=res["beta"], mean=res["mean"],
+                           std=res["std"], n_total=data.n_total, n_classes=data.n_classes,
+                           image_shape=data.image_shape, train_seconds=res["seconds"],
+                           wall_seconds=elapsed())
 deep_plots.plot_mcem_trace(res["trace"], snakemake.output.trace_png,
                            f"{ds}: stochastic MCEM ({data.n_total} images, batch {data.batch_size})")
 plots.plot_dictionary(res["D"][0], snakemake.output.dict_png, f"{ds}: layer-1 dictionary (MCEM)")

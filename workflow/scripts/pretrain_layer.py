@@ -8,7 +8,6 @@ unless `pretrain.keep_checkpoints` is true. With `pretrain.batch_size` the chain
 per-image state lives there too (dgdm_tf.pretrain.stream_chain), one batch in memory at a time.
 """
 
-import json
 import shutil
 from pathlib import Path
 
@@ -18,7 +17,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf.pretrain import chain
 
@@ -38,16 +37,15 @@ seed = int(snakemake.params.seed)
 ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
-extra = {}
+idx = None  # layer 1's rows of x_train
 if l == 1:
     x_all = data.load_prepared(snakemake.input.x)["x_train"]
     idx = subset_indices(len(x_all), pre["n_images"], seed_for(seed, ds, "pretrain_images"))
     x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
     del x_all
-    extra["image_indices"] = idx
 else:
-    with np.load(snakemake.input.x) as prev:
-        x = np.ascontiguousarray(prev["x_next"], dtype=np.float32)
+    x = np.ascontiguousarray(artifacts.read_pretrained_layer(snakemake.input.x, x_next=True).x_next,
+                             dtype=np.float32)
 progress(f"{ds} layer {l}: input {x.shape}, layer {layer}, pretrain {pre}")
 
 out = chain.run_pretrain_layer(
@@ -89,23 +87,11 @@ progress(f"{ds} layer {l}: activity-ink correlation of x_next {activity_ink:.3f}
 plots.plot_activity(activity, ink, activity_ink, snakemake.output.activity_png,
                     f"{ds}: layer {l} pretraining, pooled features (x_next) of {len(x)} inputs")
 
-atomic_io.save_npz(
-    snakemake.output.layer,
-    activity_ink=np.float64(activity_ink),
-    D=np.asarray(out["D"], dtype=np.float32),
-    kept=kept,
-    usage=np.asarray(out["usage"]),
-    x_next=np.asarray(out["x_next"], dtype=np.float32),
-    gamma_e=np.asarray(out["gamma_e"]),
-    gamma_w=np.asarray(out["gamma_w"]),
-    sweeps=np.int64(out["sweeps"]),
-    chain_seconds=np.float64(chain_seconds),
-    wall_seconds=np.float64(wall),
-    n_input=np.int64(len(x)),
-    layer_config=np.array(json.dumps(layer)),
-    pretrain_config=np.array(json.dumps(pre)),
-    **extra,
-)
+artifacts.write_pretrained_layer(
+    snakemake.output.layer, D=out["D"], kept=kept, usage=out["usage"], x_next=out["x_next"],
+    gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=out["sweeps"],
+    chain_seconds=chain_seconds, wall_seconds=wall, n_input=len(x), activity_ink=activity_ink,
+    layer_config=layer, pretrain_config=pre, image_indices=idx)
 plots.plot_dictionary(np.asarray(out["D"]), snakemake.output.dictionary_png,
                       f"{ds}: layer {l} dictionary, collection average",
                       usage=np.asarray(out["usage"]))

@@ -6,7 +6,6 @@ checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
 `--rerun-incomplete` resumes from it); removed when done unless `keep_checkpoints`.
 """
 
-import json
 import shutil
 from pathlib import Path
 
@@ -16,11 +15,11 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown import refine
 
 from dgdm_tf.report import model_plots as deep_plots
 from dgdm_tf.core.model import DeepModel, project_top_to_data  # noqa: E402
@@ -33,18 +32,18 @@ seed = int(snakemake.params.seed)
 ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
-pre = [np.load(p) for p in snakemake.input.layers]
-dictionaries = [np.asarray(z["D"], np.float32) for z in pre]
-idx = np.asarray(pre[0]["image_indices"])
+pre = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
+dictionaries = [z.D for z in pre]
+idx = np.asarray(pre[0].image_indices)
 if cfg["n_images"] is not None:
     idx = idx[: int(cfg["n_images"])]
 x = np.ascontiguousarray(data.load_prepared(snakemake.input.data)["x_train"][idx], np.float32)
-gamma_e0 = float(np.mean(pre[0]["gamma_e"]))
-gamma_s0 = float(pre[-1]["gamma_w"])
+gamma_e0 = pre[0].gamma_e_mean
+gamma_s0 = pre[-1].gamma_w
 progress(f"{ds}: refining {[d.shape for d in dictionaries]} on {x.shape}, {cfg}; start "
          f"gamma_e {gamma_e0:.4g}, gamma_s {gamma_s0:.4g}")
 
-out = deep_chain.run_refine(
+out = refine.run_refine(
     x, dictionaries, layers, seed=seed_for(seed, ds, "refine"), burn_in=int(cfg["burn_in"]),
     collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
@@ -52,16 +51,12 @@ out = deep_chain.run_refine(
     progress=progress, chunk=cfg["chunk"], scan=cfg["scan"])
 
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([d.shape[-1] for d in dictionaries])
-cols = deep_chain.trace_columns(model)
-deep_chain.write_trace_csv(snakemake.output.trace, out["trace"], cols)
-arrs = {f"D{l + 1}": d for l, d in enumerate(out["D"])}
-arrs.update({f"theta{l + 1}": t for l, t in enumerate(out["theta"])})
-atomic_io.save_npz(
-    snakemake.output.model, **arrs, n_layers=np.int64(len(out["D"])),
-    gamma_s=np.float64(out["gamma_s"]), gamma_e=out["gamma_e"], on_rate=out["on_rate"],
-    image_indices=idx, sweeps=np.int64(out["sweeps"]), chain_seconds=np.float64(out["seconds"]),
-    wall_seconds=np.float64(elapsed()), refine_config=np.array(json.dumps(cfg)),
-    layers=np.array(json.dumps(layers)))
+cols = refine.trace_columns(model)
+refine.write_trace_csv(snakemake.output.trace, out["trace"], cols)
+artifacts.write_refined_model(
+    snakemake.output.model, D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
+    gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
+    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers)
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: joint refinement of the {len(layers)}-layer model")
 # Fig. 2: top-layer elements in the data plane, most used first

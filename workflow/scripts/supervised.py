@@ -7,7 +7,6 @@ The chain checkpoints into `params.checkpoint_dir` (not an output: it survives a
 `--rerun-incomplete` resumes from it); removed when done unless `keep_checkpoints`.
 """
 
-import json
 import shutil
 from pathlib import Path
 
@@ -17,11 +16,11 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown import refine
 
 from dgdm_tf.report import model_plots as deep_plots
 
@@ -36,16 +35,15 @@ seed = int(snakemake.params.seed)
 ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
-pre = [np.load(p) for p in snakemake.input.layers]
+pre = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
 if cfg["start_from"] == "refined":  # the rule asks for the refinement only then
-    with np.load(snakemake.input.refine[0]) as z:
-        dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
-        start_usage = np.asarray(z["on_rate"])
-        gamma_s0, gamma_e0 = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
+    z = artifacts.read_refined_model(snakemake.input.refine[0])
+    dictionaries, start_usage = z.D, np.asarray(z.on_rate)
+    gamma_s0, gamma_e0 = z.gamma_s, z.gamma_e_mean
 else:
-    dictionaries = [np.asarray(z["D"], np.float32) for z in pre]
-    start_usage = np.asarray(pre[-1]["usage"], np.float64)
-    gamma_e0, gamma_s0 = float(np.mean(pre[0]["gamma_e"])), float(pre[-1]["gamma_w"])
+    dictionaries = [z.D for z in pre]
+    start_usage = np.asarray(pre[-1].usage, np.float64)
+    gamma_e0, gamma_s0 = pre[0].gamma_e_mean, pre[-1].gamma_w
 
 d = data.load_prepared(snakemake.input.data)
 x, labels, idx = split_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
@@ -56,7 +54,7 @@ svm_hyper["steps"] = int(cfg["svm_steps"])
 progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
          f"dictionaries {[v.shape for v in dictionaries]}; {cfg}")
 
-out = deep_chain.run_refine(
+out = refine.run_refine(
     x, dictionaries, layers, seed=seed_for(seed, ds, "supervised"), burn_in=int(cfg["burn_in"]),
     collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
@@ -72,18 +70,13 @@ dv = deep_svm.decision_values(out["samples"]["beta"], out["svm_mean"], out["svm_
                               out["features"].reshape((-1,) + top_shape))
 train_err = 100.0 * float(np.mean(np.argmax(dv, 1) != labels))
 progress(f"{ds}: training error of the supervised model {train_err:.2f}%")
-deep_chain.write_trace_csv(snakemake.output.trace, out["trace"], deep_chain.trace_columns(model))
-arrs = {f"D{l + 1}": v for l, v in enumerate(out["D"])}
-arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(out["samples"]["D"])})
-arrs.update({f"theta{l + 1}": t for l, t in enumerate(out["theta"])})
-atomic_io.save_npz(
-    snakemake.output.model, **arrs, n_layers=np.int64(len(out["D"])),
+refine.write_trace_csv(snakemake.output.trace, out["trace"], refine.trace_columns(model))
+artifacts.write_supervised_model(
+    snakemake.output.model, D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
     samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
-    n_classes=np.int64(n_classes), gamma_s=np.float64(out["gamma_s"]), gamma_e=out["gamma_e"],
-    on_rate=out["on_rate"], image_indices=idx, labels=labels,
-    train_error_pct=np.float64(train_err), sweeps=np.int64(out["sweeps"]),
-    chain_seconds=np.float64(out["seconds"]), wall_seconds=np.float64(elapsed()),
-    supervised_config=np.array(json.dumps(cfg)), layers=np.array(json.dumps(layers)))
+    n_classes=n_classes, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
+    image_indices=idx, labels=labels, train_error_pct=train_err, sweeps=out["sweeps"],
+    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers)
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: supervised model (top-down model + Bayesian SVM)")
 # Fig. 2: top-layer elements in the data plane, most used first

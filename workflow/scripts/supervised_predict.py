@@ -20,7 +20,7 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
@@ -44,16 +44,11 @@ hyper = plain(snakemake.params.hyper)
 run_cfg = plain(snakemake.params.run_config)
 seed = int(snakemake.params.seed)
 
-with np.load(snakemake.input.model) as z:
-    n_layers = int(z["n_layers"])
-    samples_d = [np.asarray(z[f"samples_D{l + 1}"], np.float32) for l in range(n_layers)]
-    betas = np.asarray(z["samples_beta"])
-    mean, std = np.asarray(z["svm_mean"]), np.asarray(z["svm_std"])
-    n_classes = int(z["n_classes"])
-    gamma_s, gamma_e0 = float(z["gamma_s"]), float(np.mean(z["gamma_e"]))
-    n_train = int(len(z["labels"]))
-    train_err = float(z["train_error_pct"])
-    train_seconds = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+sup = artifacts.read_supervised_model(snakemake.input.model)
+samples_d, betas = sup.samples_D, np.asarray(sup.samples_beta)
+mean, std = np.asarray(sup.svm_mean), np.asarray(sup.svm_std)
+n_classes, gamma_s, gamma_e0 = sup.n_classes, sup.gamma_s, sup.gamma_e_mean
+n_train, train_err, train_seconds = int(len(sup.labels)), sup.train_error_pct, sup.seconds
 d = data.load_prepared(snakemake.input.data)
 x, labels, idx = split_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([v.shape[-1] for v in samples_d])
@@ -110,13 +105,12 @@ summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0))}
 dict_sizes, n_pre = [], None
 for i, path in enumerate(snakemake.input.layers, start=1):
-    with np.load(path) as z:
-        by_step[f"pretrain_layer{i}"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
-        if i == 1:
-            n_pre = int(z["n_input"])
+    z = artifacts.read_pretrained_layer(path)
+    by_step[f"pretrain_layer{i}"] = z.seconds
+    if i == 1:
+        n_pre = z.n_input
 if cfg["start_from"] == "refined":
-    with np.load(snakemake.input.refine[0]) as z:
-        by_step["refine"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
+    by_step["refine"] = artifacts.read_refined_model(snakemake.input.refine[0]).seconds
 by_step["supervised"] = train_seconds
 by_step["supervised_predict"] = elapsed()
 metrics = {

@@ -11,9 +11,9 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
-from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
 method = snakemake.params.method
@@ -21,11 +21,9 @@ run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
 svm_kwargs = plain(snakemake.params.svm)
 
-with np.load(snakemake.input.features) as z:
-    f_train, y_train, f_test, y_test = z["f_train"], z["y_train"], z["f_test"], z["y_test"]
-    idx_test = z["idx_test"]
-    n_classes = int(z["n_classes"])
-    features_seconds = float(z["wall_seconds"])
+feats = artifacts.read_features(snakemake.input.features)
+f_train, y_train, f_test, y_test = feats.train.f, feats.train.y, feats.test.f, feats.test.y
+idx_test, n_classes, features_seconds = feats.test.idx, feats.n_classes, feats.wall_seconds
 progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape}, {n_classes} classes, "
          f"{svm_kwargs}")
 
@@ -52,18 +50,17 @@ progress(f"{ds}: test error {test_err:.2f}%, train error {train_err:.2f}%")
 same_subset = None
 if "pretrained_features" in snakemake.input.keys():
     # reference: the same SVM on the pretrained features of exactly these images
-    with np.load(snakemake.input.pretrained_features) as z:
-        rows = {int(i): r for r, i in enumerate(z["idx_train"])}
-        rows_t = {int(i): r for r, i in enumerate(z["idx_test"])}
-        with np.load(snakemake.input.features) as zz:
-            tr, te = zz["idx_train"], zz["idx_test"]
-        if all(int(i) in rows for i in tr) and all(int(i) in rows_t for i in te):
-            pf_tr = z["f_train"][[rows[int(i)] for i in tr]]
-            pf_te = z["f_test"][[rows_t[int(i)] for i in te]]
-            ref = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm_ref"),
-                              progress=progress, **svm_kwargs).fit(pf_tr, y_train)
-            same_subset = 100.0 * float(np.mean(np.asarray(ref.predict(pf_te)) != y_test))
-            progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
+    pf = artifacts.read_features(snakemake.input.pretrained_features)
+    rows = {int(i): r for r, i in enumerate(pf.train.idx)}
+    rows_t = {int(i): r for r, i in enumerate(pf.test.idx)}
+    tr, te = feats.train.idx, feats.test.idx
+    if all(int(i) in rows for i in tr) and all(int(i) in rows_t for i in te):
+        pf_tr = pf.train.f[[rows[int(i)] for i in tr]]
+        pf_te = pf.test.f[[rows_t[int(i)] for i in te]]
+        ref = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm_ref"),
+                          progress=progress, **svm_kwargs).fit(pf_tr, y_train)
+        same_subset = 100.0 * float(np.mean(np.asarray(ref.predict(pf_te)) != y_test))
+        progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
 
 # wall time of the run: every rule that produced this number
 summary = json.loads(open(snakemake.input.summary).read())
@@ -71,18 +68,18 @@ by_step = {"prepare": float(summary.get("seconds", 0.0))}
 dict_sizes = []
 n_pre = None
 for i, path in enumerate(snakemake.input.layers, start=1):
-    with np.load(path) as z:
-        # a resumed layer's script time covers only the last attempt; the chain's own
-        # clock (if it carries over checkpoints) may cover all of them
-        by_step[f"pretrain_layer{i}"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
-        dict_sizes.append(int(np.shape(z["D"])[-1]))
-        if i == 1:
-            n_pre = int(z["n_input"])
+    z = artifacts.read_pretrained_layer(path)
+    # a resumed layer's script time covers only the last attempt; the chain's own
+    # clock (if it carries over checkpoints) may cover all of them
+    by_step[f"pretrain_layer{i}"] = z.seconds
+    dict_sizes.append(int(np.shape(z.D)[-1]))
+    if i == 1:
+        n_pre = z.n_input
 if "refine" in snakemake.input.keys():
-    with np.load(snakemake.input.refine) as z:
-        by_step["refine"] = max(float(z["wall_seconds"]), float(z["chain_seconds"]))
-        refine_n_images = int(len(z["image_indices"]))
-        dict_sizes = [int(np.shape(z[f"D{l + 1}"])[-1]) for l in range(int(z["n_layers"]))]
+    z = artifacts.read_refined_model(snakemake.input.refine)
+    by_step["refine"] = z.seconds
+    refine_n_images = int(len(z.image_indices))
+    dict_sizes = [int(np.shape(d)[-1]) for d in z.D]
     by_step["topdown_features"] = features_seconds
 else:
     refine_n_images = None

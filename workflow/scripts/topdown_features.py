@@ -10,7 +10,7 @@ start(snakemake, tensorflow=True)
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
@@ -25,10 +25,8 @@ seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
-with np.load(snakemake.input.model) as z:
-    dictionaries = [np.asarray(z[f"D{l + 1}"], np.float32) for l in range(int(z["n_layers"]))]
-    gamma_s = float(z["gamma_s"])
-    gamma_e0 = float(np.mean(z["gamma_e"]))
+refined = artifacts.read_refined_model(snakemake.input.model)
+dictionaries, gamma_s, gamma_e0 = refined.D, refined.gamma_s, refined.gamma_e_mean
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
@@ -51,12 +49,10 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                             diag["activity_ink_layer1"], snakemake.output.activity_png,
                             f"{ds}: layer-1 output of the top-down model (unsupervised_svm), "
                             f"{len(x)} train images")
-    out[f"f_{split}"] = res["features"].astype(np.float32)
-    out[f"y_{split}"] = y
-    out[f"idx_{split}"] = idx
+    out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
-atomic_io.save_npz(snakemake.output.features, **out, n_classes=np.int64(n_classes),
-                   wall_seconds=np.float64(elapsed()), features_config=np.array(json.dumps(cfg)))
+artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,
+                         wall_seconds=elapsed(), config=cfg)
 atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
 progress(f"done in {elapsed():.1f} s")

@@ -1,4 +1,4 @@
-"""rule transfer: ImageNet -> Caltech (SPEC sec. 4). The layers learned on the source
+"""rule transfer: ImageNet -> Caltech (Sec. 4.3-4.4). The layers learned on the source
 dataset (its MCEM estimate) are held fixed; the Caltech images, at `transfer.image_size`
 and scaled as the source's inputs, get their top-layer features by test-time MCEM
 (Algorithm 2), and a new Bayesian SVM is trained on them. Accuracy averaged over classes.
@@ -11,13 +11,13 @@ start(snakemake, tensorflow=True)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
 from dgdm_tf.mcem import test_time as deep_mcem
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
-from dgdm_tf.supervised.bayes_svm import BayesianSVM  # noqa: E402
+from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
 tcfg = plain(snakemake.params.cfg)
@@ -32,9 +32,8 @@ spec_t = {**spec, "image_size": [size, size], "image_shape": None, "normalise": 
 summary = data.prepare_dataset(ds, spec_t, snakemake.params.raw_dir, snakemake.output.data,
                                seed=int(snakemake.params.data_seed))
 d = data.load_prepared(snakemake.output.data)
-with np.load(snakemake.input.model) as z:
-    dictionaries = [z[f"D{l + 1}"] for l in range(int(z["n_layers"]))]
-    source_seconds = float(z["wall_seconds"])
+source = artifacts.read_mcem_model(snakemake.input.model)
+dictionaries, source_seconds = source.D, source.wall_seconds
 n_classes = int(summary["n_classes"])
 progress(f"{ds}: transfer from {snakemake.params.source}: {summary['n_train']} training / "
          f"{summary['n_test']} test images at {size}x{size}, {n_classes} classes")
@@ -52,8 +51,9 @@ for split in ("train", "test"):
     feats[split] = res["features"]
 y_train = d["y_train"][: len(feats["train"])]
 y_test = d["y_test"][: len(feats["test"])]
-atomic_io.save_npz(snakemake.output.features, f_train=feats["train"], y_train=y_train,
-                   f_test=feats["test"], y_test=y_test)
+artifacts.write_transfer_features(snakemake.output.features,
+                                  artifacts.FeatureSplit(feats["train"], y_train),
+                                  artifacts.FeatureSplit(feats["test"], y_test))
 
 svm = BayesianSVM(n_classes, seed=seed_for(seed, ds, "transfer", "svm"), progress=progress,
                   **plain(snakemake.params.svm))

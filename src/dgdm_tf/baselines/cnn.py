@@ -1,4 +1,4 @@
-"""The paper's CNN baseline, "CNN, same shape" (Sec. 4, Caltech; SPEC sec. 5).
+"""The paper's CNN baseline, "CNN, same shape" (Sec. 4, Caltech; Tables 1-6).
 
 "Three convolutional layers [...] the same as our model [...] two fully-connected layers
 of 1024 neurons each [...] trained with dropout", then a softmax. Here the convolutional

@@ -52,6 +52,7 @@ def measure(spec: dict) -> dict:
     import tensorflow as tf
 
     from dgdm_tf.mcem import test_time as deep_mcem, stochastic as deep_smcem
+    from dgdm_tf.data.minibatches import array_batches
     from dgdm_tf.core.model import DeepModel
     from dgdm_tf.core.memory import peak_rss_mb
 
@@ -66,7 +67,7 @@ def measure(spec: dict) -> dict:
     kw = dict(n_total=n, seed=1, batch_size=b, data_id={"bench": spec["name"]}, sweeps=1,
               n_samples=1, n_classes=int(spec["n_classes"]), svm=svm, progress=None,
               jit_compile=bool(spec.get("jit_compile", False)))
-    batches = deep_smcem.array_batches(x, y, b, seed=2)
+    batches = array_batches(x, y, b, seed=2)
     def note(msg):  # progress on stderr: a run cut short still shows how far it got
         print(f"[{time.strftime('%H:%M:%S')}] {spec['name']}: {msg}", file=sys.stderr, flush=True)
 
@@ -107,7 +108,9 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
     also the whole-plane path it replaces (the same draws)."""
     import tensorflow as tf
 
-    from dgdm_tf.topdown import conditionals as G
+    from dgdm_tf.topdown.state import init_state
+    from dgdm_tf.topdown.top_units import resample_top
+    from dgdm_tf.topdown.unpooling import resample_z
     from dgdm_tf.core.compiled import compiled
     from dgdm_tf.core.model import DeepModel
     shape, b = tuple(spec["image_shape"]), int(spec["batch_size"])
@@ -116,11 +119,11 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
     x = tf.constant(rng.normal(size=(b, *shape)).astype(np.float32))
     d = [tf.constant(rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32)
                      / np.sqrt(g.dh * g.dw * g.c)) for g in model.geoms]
-    st = G.init_state(x, model, d, [1, 2])
+    st = init_state(x, model, d, [1, 2])
     costs = {r["layer"]: r["macs"] for r in sweep_cost(model)}
-    steps = [("top units", model.n_layers, lambda s, f: G.resample_top(s, x, model, tf.constant([3, 4]), fast=f))]
+    steps = [("top units", model.n_layers, lambda s, f: resample_top(s, x, model, tf.constant([3, 4]), fast=f))]
     steps += [(f"blocks of layer {l + 1}", l + 1,
-               lambda s, f, l=l: G.resample_z(s, x, model, l, tf.constant([5, l]), fast=f))
+               lambda s, f, l=l: resample_z(s, x, model, l, tf.constant([5, l]), fast=f))
               for l in range(model.n_layers - 2, -1, -1)]
     rows = []
     for name, layer, step in steps:
@@ -140,7 +143,7 @@ def step_times(spec: dict, *, generic: bool = True) -> list[dict]:
 def run_isolated(spec: dict, timeout: float = 3600) -> dict:
     """:func:`measure` in a fresh Python process (its own peak RSS); a failure (memory,
     time) is returned as {'name', 'error'}."""
-    from dgdm_tf.bench.sweeps import run_module_isolated
+    from dgdm_tf.bench.timing import run_module_isolated
     return run_module_isolated("dgdm_tf.bench.mcem", spec, timeout)
 
 

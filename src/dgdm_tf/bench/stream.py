@@ -96,7 +96,7 @@ def _timed(fn) -> float:
 
 def run_isolated(spec: dict, timeout: float = 7200) -> dict:
     """:func:`measure` in a fresh Python process (its own peak RSS)."""
-    from dgdm_tf.bench.sweeps import run_module_isolated
+    from dgdm_tf.bench.timing import run_module_isolated
     return run_module_isolated("dgdm_tf.bench.stream", spec, timeout)
 
 

@@ -1,4 +1,4 @@
-"""Axis layout and shape arithmetic, defined once (SPEC sec. 1).
+"""Axis layout and shape arithmetic, defined once (Sec. 2, NHWC).
 
 Tensors are NHWC; the dictionary element index k is always the LAST axis:
 
@@ -11,7 +11,7 @@ Unpooling blocks are p x p; the block grid is ceil(Hs/p) x ceil(Ws/p) (partial b
 the bottom/right edge). A block's state is an integer in 0..p*p: 0..p*p-1 is the
 row-major position of its single non-zero entry, p*p is "block off" (Sec. 2.2).
 
-Exact blocked Gibbs (SPEC sec. 3): blocks of one map whose footprints in X are disjoint
+Exact blocked Gibbs (the supplement, "Gibbs Sampling"): blocks of one map whose footprints in X are disjoint
 are conditionally independent. A block's footprint in X is (p + dh - 1) x (p + dw - 1), so
 colouring the block grid with a G_h x G_w pattern, G = ceil((p + d - 1) / p), gives
 colours whose blocks never overlap. The sampler keeps the block grid padded to a
@@ -174,7 +174,7 @@ class LayerGeometry:
 
 
 def layer_geometries(image_shape: tuple[int, int, int], layers: list[dict]) -> list[LayerGeometry]:
-    """Geometries of a stack: layers = [{'dict_size', 'n_dict', 'pool'}, ...] (SPEC sec. 1)."""
+    """Geometries of a stack: layers = [{'dict_size', 'n_dict', 'pool'}, ...] (Sec. 2.2)."""
     h, w, c = image_shape
     geoms = []
     for i, spec in enumerate(layers):

@@ -14,9 +14,9 @@ outside S[l] carries nothing (it acts like the off state), as in pretraining.
 This module holds what is not a conditional: shapes, the generative function g (a pass
 from any layer down to the data plane, linear in what it starts from), the footprint
 colouring that says which variables the Gibbs sampler may draw together, and draws
-from the prior (generation). The conditionals are in :mod:`dgdm_tf.topdown.conditionals`.
+from the prior (generation). The conditionals are in :mod:`dgdm_tf.topdown`.
 
-Footprints (SPEC sec. 3): a unit at row i of S[l] reaches data-plane rows
+Footprints (Sec. 2.2, stochastic unpooling): a unit at row i of S[l] reaches data-plane rows
 [i P_l, i P_l + E_l - 1], P_l = prod_{j<l} p_j, E_l = the extent of one D[l] atom pushed
 down through every layer below. A block of S[l] (p_l units) reaches
 (p_l - 1) P_l + E_l rows starting at u p_l P_l. Colouring the blocks (or, at the top, the
@@ -37,7 +37,7 @@ import tensorflow as tf
 from dgdm_tf.core.layout import LayerGeometry, layer_geometries
 from dgdm_tf.core.windows import Grid
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.pretrain.kernel import Hyper
+from dgdm_tf.core.hyper import Hyper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +147,7 @@ class DeepModel:
         """``supervised``: the SVM couples every top unit of an image to every other
         (through the margins), so the top layer gets one unit per colour.
 
-        ``scan``: the order the Gibbs sweeps (:mod:`dgdm_tf.topdown.conditionals`) visit a layer's
+        ``scan``: the order the Gibbs sweeps (:mod:`dgdm_tf.topdown.scan`) visit a layer's
         blocks in. "random": the colours, and within each colour the maps, in an order
         drawn afresh every sweep from the sweep's seed (:meth:`scan_classes` says which
         colours may trade places); "fixed": colours row-major, maps in index order (the

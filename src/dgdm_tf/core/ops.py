@@ -1,4 +1,4 @@
-"""The model's linear operators (SPEC sec. 1), NHWC, K on the last axis.
+"""The model's linear operators (Sec. 2.1-2.2), NHWC, K on the last axis.
 
 - ``full_conv(S, D)``: X = sum_k D_k * S_k, a full 2-D convolution (Hx = Hs + dh - 1).
 - ``full_conv_adjoint(R, D)``: the paper's correlation R (*) D_k, the adjoint of

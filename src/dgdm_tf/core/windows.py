@@ -7,7 +7,7 @@ of every plane below it (S[j], X[j], the data plane), with size <= stride, so th
 windows never overlap. A candidate's image through the layers below is non-zero only in
 its member's window, so the sampler pushes windows down instead of whole planes: the
 same numbers at (real members x window area) / (plane area) of the cost
-(:func:`dgdm_tf.topdown.conditionals.resample_z`). Members of the padded grid that are not real
+(:func:`dgdm_tf.topdown.unpooling.resample_z`). Members of the padded grid that are not real
 blocks are left out.
 """
 

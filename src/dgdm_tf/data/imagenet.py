@@ -1,4 +1,4 @@
-"""ImageNet 2012's input pipeline (SPEC sec. 4): images streamed from disk with
+"""ImageNet 2012's input pipeline (Sec. 4.4): images streamed from disk with
 ``tf.data``, never held in memory as a whole.
 
 Training view of an image (Krizhevsky et al. 2012, as the paper):

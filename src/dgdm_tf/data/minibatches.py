@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
+import tensorflow as tf
 
 from dgdm_tf.data import imagenet
 from dgdm_tf.data import select_subset
-from dgdm_tf.mcem.stochastic import array_batches
 
 
 class McemData:
@@ -63,3 +63,34 @@ class McemData:
                 yield np.asarray(self._xt[i:i + size], np.float32), np.asarray(self._yt[i:i + size])
             return
         yield from self._stream.eval_batches(size, self.n_test)
+
+
+def array_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int, seed: int):
+    """``batches(start)`` over in-memory images: iteration t's mini-batch is a block of a
+    seeded ``tf.data`` shuffle of the images (reshuffled every epoch)."""
+    n, b = len(x), min(int(batch_size), len(x))
+    per_epoch = -(-n // b)
+    order = epoch_orders(n, b, seed)
+
+    def batches(start: int):
+        t = int(start)
+        while True:
+            idx = np.sort(order(t // per_epoch)[(t % per_epoch) * b:(t % per_epoch) * b + b])
+            yield t, x[idx], (None if y is None else y[idx])
+            t += 1
+
+    return batches
+
+
+def epoch_orders(n: int, b: int, seed: int) -> Callable[[int], np.ndarray]:
+    """Epoch e's image order: a seeded tf.data shuffle of range(n) (same seed, same order)."""
+    cache: dict[int, np.ndarray] = {}
+
+    def order(epoch: int) -> np.ndarray:
+        if epoch not in cache:
+            ds = tf.data.Dataset.range(n).shuffle(n, seed=int(seed) * 100003 + epoch,
+                                                  reshuffle_each_iteration=False)
+            cache[epoch] = np.fromiter(ds.as_numpy_iterator(), np.int64, count=n)
+        return cache[epoch]
+
+    return order

@@ -1,4 +1,4 @@
-"""Image preprocessing of the paper's data sets (SPEC sec. 1): global contrast
+"""Image preprocessing of the paper's data sets (Sec. 4): global contrast
 normalisation and ZCA whitening for CIFAR (as Maxout, Goodfellow et al. 2013), local
 contrast normalisation for Caltech (Jarrett et al. 2009). Images are NHWC float arrays.
 

@@ -1,1 +1,1 @@
-"""Files: atomic writes."""
+"""Files: atomic writes (atomic) and the files one workflow rule hands another (artifacts)."""

@@ -6,7 +6,7 @@ Iteration t, mini-batch of B of the N images, r = N / B:
   1. the batch's local variables by the supervised E-step (D and beta fixed);
   2. D[l] | locals for every layer, the batch's likelihood raised to the power r (the
      batch's gamma_e times r): the exact Gaussian draw for D[1], HMC above it
-     (:func:`dgdm_tf.topdown.conditionals.resample_d`, the step adapted until the first kept
+     (:func:`dgdm_tf.topdown.dictionaries.resample_d`, the step adapted until the first kept
      sample);
   3. omega | beta (Laplace mixing variances), then beta | lambda, omega, S[L] with the
      batch's SVM likelihood raised to the power r (the hinge weight gamma times r).
@@ -24,18 +24,18 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.io import atomic as atomic_io
-
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
-from dgdm_tf.topdown import conditionals as G
-from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.topdown.dictionaries import resample_d
+from dgdm_tf.topdown.state import DeepState, fold_seed
+from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
-from dgdm_tf.mcem.stochastic import e_step_supervised, make_supervised_sweep_fn
+from dgdm_tf.mcem.estep import e_step_supervised, make_supervised_sweep_fn
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 
 
-def resample_globals(st: G.DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,
+def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,
                      svm_hyper: deep_svm.SvmHyper, r: float, seed, *, n_leapfrog: int,
                      adapt: bool):
     """Steps 2 and 3 above. Returns (state with the new D, new SvmGlobals, HMC acceptance)."""
@@ -44,8 +44,8 @@ def resample_globals(st: G.DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model:
     scaled = st._replace(gamma_e=ge * r)
     acc = []
     for l in range(model.n_layers):
-        scaled, a = G.resample_d(scaled, x, model, l, tf.cast(G.fold_seed(seeds[0], l), tf.int32),
-                                 n_leapfrog=n_leapfrog, adapt=adapt)
+        scaled, a = resample_d(scaled, x, model, l, tf.cast(fold_seed(seeds[0], l), tf.int32),
+                               n_leapfrog=n_leapfrog, adapt=adapt)
         acc.append(float(a))
     st = scaled._replace(gamma_e=ge)
     f = int(g.beta.shape[1]) - 1
@@ -66,80 +66,111 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
                   progress: Callable[[str], None] | None = print) -> dict | None:
     """``keep`` posterior samples of (D, beta), one every ``thin`` iterations, starting
     from ``mcem`` (the output of :func:`dgdm_tf.mcem.stochastic.train` for the supervised
-    model). ``batches(start)`` as there. Checkpointed and resumable like training.
-    ``scan``: the E-step sweeps' visiting order (:class:`DeepModel`), in the fingerprint.
+    model). ``batches(start)`` as there. Checkpointed and resumable like training
+    (:func:`dgdm_tf.mcmc.driver.run_chain` runs :class:`AveragingKernel`; the checkpoint's
+    trace holds each iteration's HMC acceptance). ``scan``: the E-step sweeps' visiting
+    order (:class:`DeepModel`), in the fingerprint.
 
     Returns {'D': [keep x per-layer arrays], 'beta': (keep, C, F+1), 'mean', 'std',
     'accept': per-iteration HMC acceptance, 'seconds'}; None when stopped early."""
     say = progress or (lambda _m: None)
     if mcem.get("beta") is None:
         raise ValueError("model averaging starts from a supervised MCEM run (it has no beta)")
-    hyper_s = deep_svm.SvmHyper.from_dict(svm_hyper)
     model = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan)
     total = keep * thin
-    d = tuple(tf.constant(np.asarray(v, np.float32)) for v in mcem["D"])
-    g = smcem_svm.SvmGlobals(beta=tf.constant(mcem["beta"]), mean=tf.constant(mcem["mean"]),
-                             std=tf.constant(mcem["std"]), updates=0)
-    log_step = tf.zeros([model.n_layers])
-    kept_d: list[list[np.ndarray]] = []
-    kept_beta: list[np.ndarray] = []
-    accept: list[list[float]] = []
-    step = 0
     fp = json.dumps({"keep": keep, "thin": thin, "sweeps": sweeps, "seed": seed, "n": n_total,
                      "start": float(sum(np.sum(np.abs(v)) for v in mcem["D"])) +
                      float(np.sum(np.abs(mcem["beta"]))), "svm": svm_hyper, "L": n_leapfrog,
                      # absent for the old sampler's order: its checkpoints still resume
                      **({"scan": scan} if scan != "fixed" else {})},
                     sort_keys=True, default=str)
-    ck = Path(checkpoint_dir) / "averaging_checkpoint.npz" if checkpoint_dir else None
-    if ck is not None and ck.exists():
-        with np.load(ck) as z:
-            if str(z["fingerprint"]) == fp:
-                step = int(z["step"])
-                d = tuple(tf.constant(z[f"d{l}"]) for l in range(model.n_layers))
-                g = g._replace(beta=tf.constant(z["beta"]))
-                log_step = tf.constant(z["log_step"])
-                n_kept = int(z["n_kept"])
-                kept_d = [[z[f"kept{k}_d{l}"] for l in range(model.n_layers)] for k in range(n_kept)]
-                kept_beta = [z[f"kept{k}_beta"] for k in range(n_kept)]
-                accept = json.loads(str(z["accept"]))
-                say(f"resuming model averaging at iteration {step}/{total} ({ck})")
-    sweep_fn = make_supervised_sweep_fn(model, hyper_s)
-    t_start = time.time()
-    stream = batches(step) if step < total else iter(())
-    for t, xb, yb in stream:
-        if t >= total:
-            break
-        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0xA7E], tf.int64), t)
+    kernel = AveragingKernel(batches, model, mcem=mcem, n_total=n_total, n_classes=n_classes,
+                             seed=seed, thin=thin, sweeps=sweeps, gamma_s=gamma_s,
+                             svm_hyper=deep_svm.SvmHyper.from_dict(svm_hyper),
+                             n_leapfrog=n_leapfrog, total=total, say=say)
+    ck = Checkpoint(Path(checkpoint_dir) / "averaging_checkpoint.npz" if checkpoint_dir else None,
+                    fp, every=checkpoint_every, step_key="step",
+                    resumed="resuming model averaging at iteration {done}/{total} ({path})")
+    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    if run is None:
+        return None
+    _d, g, _log_step, kept_d, kept_beta = run.state
+    return {"D": kept_d, "beta": np.stack(kept_beta), "mean": np.asarray(g.mean),
+            "std": np.asarray(g.std), "accept": [r["accept"] for r in run.rows],
+            "seconds": time.time() - kernel.t_start}
+
+
+class AveragingKernel(Kernel):
+    """One iteration of model averaging (steps 1-3 of the module docstring) for
+    :func:`dgdm_tf.mcmc.driver.run_chain` (the arguments of :func:`run_averaging`).
+    State: (D, the SVM's globals, HMC's log step per layer, the kept D, the kept beta);
+    its trace row is the iteration's HMC acceptance per layer."""
+
+    def __init__(self, batches: Callable, model: DeepModel, *, mcem: dict, n_total: int,
+                 n_classes: int, seed: int, thin: int, sweeps: int, gamma_s: float,
+                 svm_hyper: deep_svm.SvmHyper, n_leapfrog: int, total: int, say):
+        self.batches, self.model, self.mcem_d = batches, model, mcem["D"]
+        self.g0 = smcem_svm.SvmGlobals(beta=tf.constant(mcem["beta"]), mean=tf.constant(mcem["mean"]),
+                                       std=tf.constant(mcem["std"]), updates=0)
+        self.n_total, self.n_classes, self.seed, self.thin = n_total, n_classes, seed, thin
+        self.sweeps, self.gamma_s, self.svm_hyper = sweeps, gamma_s, svm_hyper
+        self.n_leapfrog, self.total, self.say = n_leapfrog, total, say
+
+    def start(self):
+        d = tuple(tf.constant(np.asarray(v, np.float32)) for v in self.mcem_d)
+        return d, self.g0, tf.zeros([self.model.n_layers]), [], []
+
+    def restore(self, z):
+        layers, n_kept = range(self.model.n_layers), int(z["n_kept"])
+        return (tuple(tf.constant(z[f"d{l}"]) for l in layers),
+                self.g0._replace(beta=tf.constant(z["beta"])), tf.constant(z["log_step"]),
+                [[z[f"kept{k}_d{l}"] for l in layers] for k in range(n_kept)],
+                [z[f"kept{k}_beta"] for k in range(n_kept)])
+
+    def arrays(self, state):
+        d, g, log_step, kept_d, kept_beta = state
+        return {"beta": np.asarray(g.beta), "log_step": np.asarray(log_step),
+                "n_kept": np.array(len(kept_d)),
+                **{f"d{l}": np.asarray(dl) for l, dl in enumerate(d)},
+                **{f"kept{k}_d{l}": v for k, dk in enumerate(kept_d) for l, v in enumerate(dk)},
+                **{f"kept{k}_beta": b for k, b in enumerate(kept_beta)}}
+
+    def begin(self, state, done):
+        self.sweep_fn = make_supervised_sweep_fn(self.model, self.svm_hyper)
+        self.t_start = time.time()
+        # array_batches and the ImageNet stream never end: run_chain takes `total` steps
+        self.stream = self.batches(done) if done < self.total else iter(())
+
+    def step(self, state, t):
+        d, g, log_step, kept_d, kept_beta = state
+        t_batch, xb, yb = next(self.stream, (None, None, None))
+        if t_batch is None:
+            raise RuntimeError(f"the mini-batch stream ended before averaging iteration {t + 1}")
+        assert t_batch == t, f"the stream gave iteration {t_batch}'s batch for iteration {t}"
+        model, hyper_s = self.model, self.svm_hyper
+        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 0xA7E], tf.int64), t)
         s1, s2 = tf.unstack(tf.random.experimental.stateless_split(seed_t, 2))
-        yt = deep_svm.targets(yb, n_classes)
-        states, lams = e_step_supervised(xb, yt, d, g, model, s1, sweeps=sweeps, n_samples=1,
-                                         gamma_s=gamma_s, svm_hyper=hyper_s, sweep_fn=sweep_fn)
+        yt = deep_svm.targets(yb, self.n_classes)
+        states, lams = e_step_supervised(xb, yt, d, g, model, s1, sweeps=self.sweeps, n_samples=1,
+                                         gamma_s=self.gamma_s, svm_hyper=hyper_s,
+                                         sweep_fn=self.sweep_fn)
         st = states[-1]._replace(hmc_log_step=log_step)
         st, g, acc = resample_globals(st, lams[-1], g, tf.constant(xb), yt, model, hyper_s,
-                                      n_total / len(xb), s2, n_leapfrog=n_leapfrog,
-                                      adapt=t < thin)
+                                      self.n_total / len(xb), s2, n_leapfrog=self.n_leapfrog,
+                                      adapt=t < self.thin)
         d, log_step = st.d, st.hmc_log_step
         for l, dl in enumerate(d):
             if not np.all(np.isfinite(dl.numpy())):
                 raise FloatingPointError(f"D[{l + 1}] is not finite at averaging iteration {t + 1}")
-        accept.append(acc)
-        step = t + 1
-        if step % thin == 0:
-            kept_d.append([np.asarray(dl) for dl in d])
-            kept_beta.append(np.asarray(g.beta))
-            say(f"model averaging: sample {len(kept_d)}/{keep} kept at iteration {step} "
-                f"(HMC acceptance {np.mean(accept[-thin:], 0).round(2).tolist()}, "
-                f"{time.time() - t_start:.1f} s)")
-        if ck is not None and (step % checkpoint_every == 0 or step == total):
-            atomic_io.save_npz(
-                ck, compressed=False, fingerprint=np.array(fp), step=np.array(step),
-                beta=np.asarray(g.beta), log_step=np.asarray(log_step), n_kept=np.array(len(kept_d)),
-                accept=np.array(json.dumps(accept)),
-                **{f"d{l}": np.asarray(dl) for l, dl in enumerate(d)},
-                **{f"kept{k}_d{l}": v for k, dk in enumerate(kept_d) for l, v in enumerate(dk)},
-                **{f"kept{k}_beta": b for k, b in enumerate(kept_beta)})
-        if stop_after is not None and step >= stop_after and step < total:
-            return None
-    return {"D": kept_d, "beta": np.stack(kept_beta), "mean": np.asarray(g.mean),
-            "std": np.asarray(g.std), "accept": accept, "seconds": time.time() - t_start}
+        if (t + 1) % self.thin == 0:
+            kept_d = kept_d + [[np.asarray(dl) for dl in d]]
+            kept_beta = kept_beta + [np.asarray(g.beta)]
+        return (d, g, log_step, kept_d, kept_beta), {"iteration": t + 1, "accept": acc}, None
+
+    def report(self, rows, total, sec_per_step):
+        step = rows[-1]["iteration"]
+        if step % self.thin == 0:
+            accept = [r["accept"] for r in rows[-self.thin:]]
+            self.say(f"model averaging: sample {step // self.thin}/{total // self.thin} kept at "
+                     f"iteration {step} (HMC acceptance {np.mean(accept, 0).round(2).tolist()}, "
+                     f"{time.time() - self.t_start:.1f} s)")

@@ -5,8 +5,8 @@ learned from mini-batches, starting from the prior (no pretraining).
 Iteration t, mini-batch I_t of B images out of N:
 
 * E-step: the batch's local variables (the unpooling Z at every layer, S[L], theta, pi,
-  gamma_e and the batch's gamma_s) by Gibbs with D fixed (:func:`e_step`); the last
-  ``n_samples`` sweeps are the samples of eq. (ApproQ).
+  gamma_e and the batch's gamma_s) by Gibbs with D fixed (:func:`dgdm_tf.mcem.estep.e_step`);
+  the last ``n_samples`` sweeps are the samples of eq. (ApproQ).
 * M-step: RMSprop ascent (eq. UpdateD, decay alpha) on the sampled objective
       Qbar(D) = -(N / B) (1 / N_s) sum_s sum_n gamma_e^(n,s) / 2 ||X_n - g(S^(s)_n; D)||^2
                 - 1/2 sum_l ||D[l]||^2,
@@ -19,9 +19,9 @@ gradient. ``N / B`` makes the mini-batch objective an unbiased estimate of the f
 one, so the prior keeps its weight against N images.
 
 Choices where the supplement is loose: gamma_s (one precision of the top layer in this
-model, see :mod:`dgdm_tf.topdown.conditionals`) is drawn in the E-step from the batch's own top
+model, see :mod:`dgdm_tf.topdown.conjugate`) is drawn in the E-step from the batch's own top
 units, as the paper draws its per-image gamma_s locally; each batch's chain starts from
-the matched-filter state of :func:`dgdm_tf.topdown.conditionals.init_state` under the current D.
+the matched-filter state of :func:`dgdm_tf.topdown.state.init_state` under the current D.
 """
 
 from __future__ import annotations
@@ -36,12 +36,15 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.data.minibatches import array_batches
 from dgdm_tf.io import atomic as atomic_io
 
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
 from dgdm_tf.core.ops import full_conv_adjoint
@@ -143,68 +146,6 @@ def rmsprop(d, v, grads, *, lr: float, decay: float, eps: float = 1e-8):
     return d, v
 
 
-def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s: float,
-           sweep_fn=None) -> list:
-    """``sweeps`` Gibbs sweeps of the batch's local variables with D fixed, from the
-    matched-filter start; gamma_s redrawn from the batch after each; the last
-    ``n_samples`` states are returned."""
-    if not 1 <= n_samples <= sweeps:
-        raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
-    xt = tf.convert_to_tensor(x, tf.float32)
-    st = G.init_state(xt, model, d, tf.cast(seeds[0], tf.int32), gamma_s_init=gamma_s)
-    sweep_fn = sweep_fn or G.make_sweep_fn(model, update_globals=False)
-    out = []
-    for i in range(sweeps):
-        st, _ = sweep_fn(st, xt)
-        st = G.resample_gamma_s(st, xt, model, tf.random.experimental.stateless_fold_in(seeds[1], i))
-        if i >= sweeps - n_samples:
-            out.append(st)
-    return out
-
-
-def e_step_supervised(x, y, d, svm_g, model: DeepModel, seed, *, sweeps: int, n_samples: int,
-                      gamma_s: float, svm_hyper, sweep_fn=None) -> tuple[list, list]:
-    """:func:`e_step` of the supervised model: the top units see the SVM's terms
-    (:func:`dgdm_tf.supervised.joint_svm.unit_terms`) and each image's lambda (C, B) is drawn after
-    every sweep given beta (:mod:`dgdm_tf.mcem.svm_step`). ``model`` must be built with
-    ``supervised=True``; y (C, B) targets in {-1, +1}. Returns (states, lambdas)."""
-    if not 1 <= n_samples <= sweeps:
-        raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3))
-    xt, yt = tf.convert_to_tensor(x, tf.float32), tf.cast(y, tf.float64)
-    st = G.init_state(xt, model, d, tf.cast(seeds[0], tf.int32), gamma_s_init=gamma_s)
-    sweep_fn = sweep_fn or make_supervised_sweep_fn(model, svm_hyper)
-    lam = smcem_svm.resample_lambda(svm_g, st.s_top, yt, svm_hyper, seeds[2])
-    states, lams = [], []
-    for i in range(sweeps):
-        st, lam = sweep_fn(st, lam, svm_g.beta, svm_g.mean, svm_g.std, xt, yt)
-        st = G.resample_gamma_s(st, xt, model, tf.random.experimental.stateless_fold_in(seeds[1], i))
-        if i >= sweeps - n_samples:
-            states.append(st)
-            lams.append(lam)
-    return states, lams
-
-
-def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
-    """A compiled sweep of the batch's locals with D and beta fixed:
-    f(state, lam, beta, mean, std, x, y) -> (state, lam)."""
-
-    def f(st, lam, beta, mean, std, x, y):
-        g = smcem_svm.SvmGlobals(beta=beta, mean=mean, std=std, updates=0)
-        seeds = tf.unstack(tf.random.experimental.stateless_split(st.seed, 8))
-        st = st._replace(seed=seeds[0])
-        st = st._replace(resid=G.residual(st, x, model))
-        terms = deep_svm.unit_terms(smcem_svm.as_state(g, lam), y,
-                                    st.s_top.shape[1:], svm_hyper)
-        st, _ = G.local_steps(st, x, model, seeds[1], seeds[2], svm_terms=terms)
-        st, _ = G.global_steps(st, x, model, seeds, update_globals=False)
-        lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, G.fold_seed(seeds[4], 0x5F3))
-        return st, lam
-
-    return compiled(f, reduce_retracing=True)
-
-
 _STRATEGIES: dict = {}
 
 
@@ -288,23 +229,6 @@ def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, bat
     return step
 
 
-def array_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int, seed: int):
-    """``batches(start)`` over in-memory images: iteration t's mini-batch is a block of a
-    seeded ``tf.data`` shuffle of the images (reshuffled every epoch)."""
-    n, b = len(x), min(int(batch_size), len(x))
-    per_epoch = -(-n // b)
-    order = _batches(n, b, seed)
-
-    def batches(start: int):
-        t = int(start)
-        while True:
-            idx = np.sort(order(t // per_epoch)[(t % per_epoch) * b:(t % per_epoch) * b + b])
-            yield t, x[idx], (None if y is None else y[idx])
-            t += 1
-
-    return batches
-
-
 def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: int,
              batch_size: int, y: np.ndarray | None = None, **kw) -> dict | None:
     """:func:`train` on in-memory images ``x`` (N, H, W, C) (labels ``y`` for the
@@ -348,7 +272,8 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
 
     Checkpoints (D, RMSprop state, beta, trace) atomically every ``checkpoint_every``
     iterations; a rerun with the same inputs resumes there and ends where an
-    uninterrupted run ends. Returns {'D': [per layer], 'beta', 'mean', 'std' (None
+    uninterrupted run ends (:func:`dgdm_tf.mcmc.driver.run_chain` runs
+    :class:`McemKernel`). Returns {'D': [per layer], 'beta', 'mean', 'std' (None
     unsupervised), 'trace': [...], 'seconds'}; None when ``stop_after`` ended it early.
     """
     say = progress or (lambda _m: None)
@@ -357,16 +282,10 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
     if supervised and not n_classes:
         raise ValueError("the supervised model needs n_classes")
     svm_hyper = deep_svm.SvmHyper.from_dict((svm or {}).get("hyper"))
-    svm_start = int((svm or {}).get("start", 0))
     step_power = float((svm or {}).get("step_power", 0.7))
     if supervised and not 0.5 < step_power <= 1.0:
         raise ValueError(f"beta's Robbins-Monro exponent must be in (0.5, 1], got {step_power}")
     model_sup = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan) if supervised else None
-    d = (tuple(tf.constant(np.asarray(v, np.float32)) for v in dictionaries) if dictionaries
-         is not None else init_from_prior(model, seed, scale=prior_scale))
-    state = McemState(d=d, v=tuple(tf.zeros_like(dl) for dl in d), step=0)
-    g = None
-    rows: list[dict] = []
     fp = json.dumps({"data": data_id, "layers": list(layers), "seed": seed, "batch": batch_size,
                      "sweeps": sweeps, "n_samples": n_samples, "lr": lr, "decay": decay,
                      "gamma_s": gamma_s, "prior_scale": prior_scale, "hyper": hyper,
@@ -376,91 +295,21 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
                      # absent for the old sampler's order: its checkpoints still resume
                      **({"scan": scan} if scan != "fixed" else {})}, sort_keys=True,
                     default=str)
-    ck = Path(checkpoint_dir) / "mcem_checkpoint.npz" if checkpoint_dir else None
-    if ck is not None and ck.exists():
-        with np.load(ck) as z:
-            if str(z["fingerprint"]) == fp:
-                state = McemState(d=tuple(tf.constant(z[f"d{l}"]) for l in range(model.n_layers)),
-                                  v=tuple(tf.constant(z[f"v{l}"]) for l in range(model.n_layers)),
-                                  step=int(z["step"]))
-                if "beta" in z:
-                    g = smcem_svm.SvmGlobals(beta=tf.constant(z["beta"]), mean=tf.constant(z["mean"]),
-                                             std=tf.constant(z["std"]), updates=int(z["updates"]))
-                rows = json.loads(str(z["trace"]))
-                say(f"resuming stochastic MCEM at iteration {state.step}/{iterations} ({ck})")
-            else:
-                say(f"checkpoint {ck} is from other inputs or settings; starting afresh")
-    sweep_fn = G.make_sweep_fn(model, update_globals=False)
-    sup_fn = make_supervised_sweep_fn(model_sup, svm_hyper) if supervised else None
-    grad_fn = compiled(lambda dd, smp, xb: grad_delta(dd, smp, xb, model, n_total, with_q=True),
-                       reduce_retracing=True, jit_compile=bool(jit_compile))
-    replicated = None
-    if devices:
-        replicated = _replicated_step(
-            _strategy(devices), model, model_sup, n_total=n_total,
-            batch_size=batch_size, sweeps=sweeps, n_samples=n_samples, gamma_s=gamma_s,
-            svm_hyper=svm_hyper, jit_compile=bool(jit_compile))
-        say(f"stochastic MCEM data-parallel over {len(devices)} device(s): {list(devices)}")
-    t_start, seen = time.time(), 0
-    stream = batches(state.step) if state.step < iterations else iter(())
-    for t, xb, yb in stream:
-        if t >= iterations:
-            break
-        t0 = time.time()
-        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x5C3], tf.int64), t)
-        if supervised and t == svm_start and g is None:
-            # the standardisation is fixed from this batch's unsupervised samples, then held
-            warm = e_step(xb, state.d, model, tf.random.experimental.stateless_fold_in(seed_t, 1),
-                          sweeps=sweeps, n_samples=n_samples, gamma_s=gamma_s, sweep_fn=sweep_fn)
-            mean, std = deep_svm.standardisation(tf.concat([s.s_top for s in warm], 0),
-                                                 scale=svm_hyper.scale)
-            g = smcem_svm.init(int(n_classes), mean, std)
-        yt = deep_svm.targets(yb, int(n_classes)) if g is not None else None
-        if replicated is not None:
-            grads, q, stats, lams, s_tops = replicated(state.d, xb, yt, g, seed_t)
-        else:
-            if g is not None:
-                samples, lams = e_step_supervised(xb, yt, state.d, g, model_sup, seed_t,
-                                                  sweeps=sweeps, n_samples=n_samples,
-                                                  gamma_s=gamma_s, svm_hyper=svm_hyper,
-                                                  sweep_fn=sup_fn)
-            else:
-                samples = e_step(xb, state.d, model, seed_t, sweeps=sweeps, n_samples=n_samples,
-                                 gamma_s=gamma_s, sweep_fn=sweep_fn)
-            grads, q = grad_fn(state.d, samples, tf.constant(xb))
-            s_tops = [smp.s_top for smp in samples]
-            stats = _last_sample_stats(samples[-1], xb)
-        d, v = rmsprop(state.d, state.v, grads, lr=lr, decay=decay)
-        for l, dl in enumerate(d):
-            if not np.all(np.isfinite(dl.numpy())):
-                raise FloatingPointError(f"D[{l + 1}] is not finite after MCEM iteration {t + 1}; "
-                                         f"lower the RMSprop step (lr = {lr})")
-        row_extra = {}
-        if g is not None:
-            g = smcem_svm.update_beta(g, lams, s_tops, yt, svm_hyper,
-                                      n_total=n_total, step_power=step_power)
-            marg = deep_svm.margins(smcem_svm.as_state(g, lams[-1]), s_tops[-1])
-            row_extra["train_error"] = float(np.mean(np.argmax(marg.numpy(), 1) != np.asarray(yb)))
-        state = McemState(d=d, v=v, step=t + 1)
-        seen += len(xb)
-        rows.append({"iteration": t + 1, "q": float(q), **stats,
-                     "train_error": row_extra.get("train_error", float("nan")),
-                     "seconds": time.time() - t0})
-        if (t + 1) % max(1, iterations // 20) == 0 or t + 1 == iterations:
-            say(f"MCEM iteration {t + 1}/{iterations}: Qbar {rows[-1]['q']:.6g} rel.resid "
-                f"{rows[-1]['rel_residual']:.4f} batch train error {rows[-1]['train_error']:.3f} "
-                f"({seen / max(time.time() - t_start, 1e-9):.1f} images/s)")
-        if trace_path:
-            _write_trace(trace_path, rows)
-        if ck is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == iterations):
-            extra = {} if g is None else {"beta": np.asarray(g.beta), "mean": np.asarray(g.mean),
-                                          "std": np.asarray(g.std), "updates": np.array(g.updates)}
-            atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp), step=np.array(t + 1),
-                               trace=np.array(json.dumps(rows)), **extra,
-                               **{f"d{l}": np.asarray(dl) for l, dl in enumerate(state.d)},
-                               **{f"v{l}": np.asarray(vl) for l, vl in enumerate(state.v)})
-        if stop_after is not None and t + 1 >= stop_after and t + 1 < iterations:
-            return None
+    kernel = McemKernel(
+        batches, model, model_sup, iterations=iterations, n_total=n_total, seed=seed,
+        batch_size=batch_size, sweeps=sweeps, n_samples=n_samples, lr=lr, decay=decay,
+        gamma_s=gamma_s, dictionaries=dictionaries, prior_scale=prior_scale,
+        n_classes=n_classes, svm_hyper=svm_hyper, svm_start=int((svm or {}).get("start", 0)),
+        step_power=step_power, jit_compile=jit_compile, devices=devices,
+        trace_path=trace_path, say=say)
+    ck = Checkpoint(Path(checkpoint_dir) / "mcem_checkpoint.npz" if checkpoint_dir else None, fp,
+                    every=checkpoint_every, step_key="step",
+                    resumed="resuming stochastic MCEM at iteration {done}/{total} ({path})",
+                    stale="checkpoint {path} is from other inputs or settings; starting afresh")
+    run = run_chain(kernel, iterations, ck, say=say, stop_after=stop_after)
+    if run is None:
+        return None
+    (state, g), rows = run.state, run.rows
     return {"D": [np.asarray(dl) for dl in state.d], "trace": rows,
             "beta": None if g is None else np.asarray(g.beta),
             "mean": None if g is None else np.asarray(g.mean),
@@ -468,18 +317,121 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
             "seconds": float(sum(r["seconds"] for r in rows))}
 
 
-def _batches(n: int, b: int, seed: int) -> Callable[[int], np.ndarray]:
-    """Epoch e's image order: a seeded tf.data shuffle of range(n) (same seed, same order)."""
-    cache: dict[int, np.ndarray] = {}
+class McemKernel(Kernel):
+    """One iteration of Algorithm 1 for :func:`dgdm_tf.mcmc.driver.run_chain` (the
+    arguments of :func:`train`). State: (:class:`McemState`, the SVM's globals or None
+    before supervision starts); step t takes iteration t's mini-batch from the stream
+    ``batches(done)`` that :meth:`begin` opens."""
 
-    def order(epoch: int) -> np.ndarray:
-        if epoch not in cache:
-            ds = tf.data.Dataset.range(n).shuffle(n, seed=int(seed) * 100003 + epoch,
-                                                  reshuffle_each_iteration=False)
-            cache[epoch] = np.fromiter(ds.as_numpy_iterator(), np.int64, count=n)
-        return cache[epoch]
+    def __init__(self, batches: Callable, model: DeepModel, model_sup: DeepModel | None, *,
+                 iterations, n_total, seed, batch_size, sweeps, n_samples, lr, decay, gamma_s,
+                 dictionaries, prior_scale, n_classes, svm_hyper, svm_start, step_power,
+                 jit_compile, devices, trace_path, say):
+        self.batches, self.model, self.model_sup = batches, model, model_sup
+        self.iterations, self.n_total, self.seed, self.batch_size = iterations, n_total, seed, batch_size
+        self.sweeps, self.n_samples, self.lr, self.decay = sweeps, n_samples, lr, decay
+        self.gamma_s, self.dictionaries, self.prior_scale = gamma_s, dictionaries, prior_scale
+        self.n_classes, self.svm_hyper, self.svm_start = n_classes, svm_hyper, svm_start
+        self.step_power, self.jit_compile, self.devices = step_power, jit_compile, devices
+        self.trace_path, self.say = trace_path, say
 
-    return order
+    def start(self):
+        d = (tuple(tf.constant(np.asarray(v, np.float32)) for v in self.dictionaries)
+             if self.dictionaries is not None
+             else init_from_prior(self.model, self.seed, scale=self.prior_scale))
+        return McemState(d=d, v=tuple(tf.zeros_like(dl) for dl in d), step=0), None
+
+    def restore(self, z):
+        layers = range(self.model.n_layers)
+        state = McemState(d=tuple(tf.constant(z[f"d{l}"]) for l in layers),
+                          v=tuple(tf.constant(z[f"v{l}"]) for l in layers), step=int(z["step"]))
+        g = None
+        if "beta" in z:
+            g = smcem_svm.SvmGlobals(beta=tf.constant(z["beta"]), mean=tf.constant(z["mean"]),
+                                     std=tf.constant(z["std"]), updates=int(z["updates"]))
+        return state, g
+
+    def arrays(self, state):
+        state, g = state
+        extra = {} if g is None else {"beta": np.asarray(g.beta), "mean": np.asarray(g.mean),
+                                      "std": np.asarray(g.std), "updates": np.array(g.updates)}
+        return {**extra, **{f"d{l}": np.asarray(dl) for l, dl in enumerate(state.d)},
+                **{f"v{l}": np.asarray(vl) for l, vl in enumerate(state.v)}}
+
+    def begin(self, state, done):
+        model, model_sup = self.model, self.model_sup
+        self.sweep_fn = make_sweep_fn(model, update_globals=False)
+        self.sup_fn = make_supervised_sweep_fn(model_sup, self.svm_hyper) if model_sup else None
+        self.grad_fn = compiled(
+            lambda dd, smp, xb: grad_delta(dd, smp, xb, model, self.n_total, with_q=True),
+            reduce_retracing=True, jit_compile=bool(self.jit_compile))
+        self.replicated = None
+        if self.devices:
+            self.replicated = _replicated_step(
+                _strategy(self.devices), model, model_sup, n_total=self.n_total,
+                batch_size=self.batch_size, sweeps=self.sweeps, n_samples=self.n_samples,
+                gamma_s=self.gamma_s, svm_hyper=self.svm_hyper, jit_compile=bool(self.jit_compile))
+            self.say(f"stochastic MCEM data-parallel over {len(self.devices)} device(s): "
+                     f"{list(self.devices)}")
+        self.t_start, self.seen = time.time(), 0
+        # array_batches and the ImageNet stream never end: run_chain takes `iterations` steps
+        self.stream = self.batches(done) if done < self.iterations else iter(())
+
+    def step(self, state, t):
+        state, g = state
+        t_batch, xb, yb = next(self.stream, (None, None, None))
+        if t_batch is None:
+            raise RuntimeError(f"the mini-batch stream ended before MCEM iteration {t + 1}")
+        assert t_batch == t, f"the stream gave iteration {t_batch}'s batch for iteration {t}"
+        t0 = time.time()
+        model, sweeps, n_samples, gamma_s = self.model, self.sweeps, self.n_samples, self.gamma_s
+        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 0x5C3], tf.int64), t)
+        if self.model_sup is not None and t == self.svm_start and g is None:
+            # the standardisation is fixed from this batch's unsupervised samples, then held
+            warm = e_step(xb, state.d, model, tf.random.experimental.stateless_fold_in(seed_t, 1),
+                          sweeps=sweeps, n_samples=n_samples, gamma_s=gamma_s, sweep_fn=self.sweep_fn)
+            mean, std = deep_svm.standardisation(tf.concat([s.s_top for s in warm], 0),
+                                                 scale=self.svm_hyper.scale)
+            g = smcem_svm.init(int(self.n_classes), mean, std)
+        yt = deep_svm.targets(yb, int(self.n_classes)) if g is not None else None
+        if self.replicated is not None:
+            grads, q, stats, lams, s_tops = self.replicated(state.d, xb, yt, g, seed_t)
+        else:
+            if g is not None:
+                samples, lams = e_step_supervised(xb, yt, state.d, g, self.model_sup, seed_t,
+                                                  sweeps=sweeps, n_samples=n_samples,
+                                                  gamma_s=gamma_s, svm_hyper=self.svm_hyper,
+                                                  sweep_fn=self.sup_fn)
+            else:
+                samples = e_step(xb, state.d, model, seed_t, sweeps=sweeps, n_samples=n_samples,
+                                 gamma_s=gamma_s, sweep_fn=self.sweep_fn)
+            grads, q = self.grad_fn(state.d, samples, tf.constant(xb))
+            s_tops = [smp.s_top for smp in samples]
+            stats = _last_sample_stats(samples[-1], xb)
+        d, v = rmsprop(state.d, state.v, grads, lr=self.lr, decay=self.decay)
+        for l, dl in enumerate(d):
+            if not np.all(np.isfinite(dl.numpy())):
+                raise FloatingPointError(f"D[{l + 1}] is not finite after MCEM iteration {t + 1}; "
+                                         f"lower the RMSprop step (lr = {self.lr})")
+        train_error = float("nan")
+        if g is not None:
+            g = smcem_svm.update_beta(g, lams, s_tops, yt, self.svm_hyper,
+                                      n_total=self.n_total, step_power=self.step_power)
+            marg = deep_svm.margins(smcem_svm.as_state(g, lams[-1]), s_tops[-1])
+            train_error = float(np.mean(np.argmax(marg.numpy(), 1) != np.asarray(yb)))
+        self.seen += len(xb)
+        row = {"iteration": t + 1, "q": float(q), **stats, "train_error": train_error,
+               "seconds": time.time() - t0}
+        return (McemState(d=d, v=v, step=t + 1), g), row, None
+
+    def report(self, rows, total, sec_per_step):
+        row = rows[-1]
+        if row["iteration"] % max(1, total // 20) == 0 or row["iteration"] == total:
+            self.say(f"MCEM iteration {row['iteration']}/{total}: Qbar {row['q']:.6g} rel.resid "
+                     f"{row['rel_residual']:.4f} batch train error {row['train_error']:.3f} "
+                     f"({self.seen / max(time.time() - self.t_start, 1e-9):.1f} images/s)")
+        if self.trace_path:
+            _write_trace(self.trace_path, rows)
 
 
 def _write_trace(path, rows: list[dict]) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.supervised import svm_gibbs as S
 
 SvmGlobals = collections.namedtuple("SvmGlobals", ["beta", "mean", "std", "updates"])
 SvmGlobals.__doc__ = """beta (C, F+1) float64 on the standardised top layer, bias last;
@@ -56,7 +56,7 @@ def as_state(g: SvmGlobals, lam) -> deep_svm.SvmState:
 
 
 def resample_lambda(g: SvmGlobals, s_top, y, hyper: deep_svm.SvmHyper, seed) -> tf.Tensor:
-    """lambda (C, B) | beta, S[L] (exact conditional, :func:`dgdm_tf.supervised.bayes_svm.resample_lambda`)."""
+    """lambda (C, B) | beta, S[L] (exact conditional, :func:`dgdm_tf.supervised.svm_gibbs.resample_lambda`)."""
     return S.resample_lambda(g.beta, deep_svm.design(s_top, g.mean, g.std),
                              tf.cast(y, tf.float64), hyper.gamma, seed)
 

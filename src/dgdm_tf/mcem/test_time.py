@@ -3,7 +3,7 @@ Monte Carlo EM for the MAP of a new image's top layer S[L] = W . Z[L], dictionar
 
 Psi_test = (W, Z[L]) (W defined for every unit, prior N(0, 1/gamma_s[n])), Phi_test =
 (Z[l < L-1], theta, pi, gamma_e, gamma_s): the latent variables the E-step samples from
-their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.topdown.conditionals`; gamma_s
+their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.topdown.sweep`; gamma_s
 is one per image here, the paper's per-image prior of a new image's weights). The M-step
 raises the sampled Q (eq. ApproTestQ)
 
@@ -33,7 +33,11 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.topdown import conditionals as G
+from dgdm_tf.topdown.conjugate import resample_gamma_e, resample_pi, resample_theta
+from dgdm_tf.topdown.state import DeepState, fold_seed, init_state, masked, reconstruct, residual
+from dgdm_tf.topdown.sweep import make_sweep_fn
+from dgdm_tf.topdown.top_units import top_unit_terms
+from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
@@ -47,23 +51,23 @@ def _resample_gamma_s_per_image(w, model: DeepModel, seed):
     return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate
 
 
-def e_step(state: G.DeepState, w, x, model: DeepModel, seed, mask=None):
+def e_step(state: DeepState, w, x, model: DeepModel, seed, mask=None):
     """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and per-image gamma_s.
     Returns (state, gamma_s (N,))."""
     seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 5))
-    state = state._replace(resid=G.residual(state, x, model, mask))
+    state = state._replace(resid=residual(state, x, model, mask))
     for l in range(model.n_layers - 2, -1, -1):
-        state = G.resample_z(state, x, model, l, G.fold_seed(seeds[0], l), mask)
-    state = G.resample_theta(state, x, model, seeds[1])
-    state = G.resample_pi(state, x, model, seeds[2])
-    state = G.resample_gamma_e(state, x, model, seeds[3], mask)
+        state = resample_z(state, x, model, l, fold_seed(seeds[0], l), mask)
+    state = resample_theta(state, x, model, seeds[1])
+    state = resample_pi(state, x, model, seeds[2])
+    state = resample_gamma_e(state, x, model, seeds[3], mask)
     return state, _resample_gamma_s_per_image(w, model, seeds[4])
 
 
-def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
+def maximise_units(state: DeepState, w, gamma_s, model: DeepModel, mask=None):
     """Move 1 of the M-step: every unit's (z, w) to its coordinate maximum of Q."""
     gt, col = model.top, model.colourings[-1]
-    colour_terms = G.top_unit_terms(state, model, mask)
+    colour_terms = top_unit_terms(state, model, mask)
     ge = state.gamma_e[:, None, None]
     gs = gamma_s[:, None, None]
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
@@ -96,10 +100,10 @@ def maximise_units(state: G.DeepState, w, gamma_s, model: DeepModel, mask=None):
     return state._replace(s_top=s_top, on=on, resid=resid), tf.transpose(w_k, [1, 2, 3, 0])
 
 
-def q_value(state: G.DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.Tensor:
+def q_value(state: DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.Tensor:
     """Q of the current sample, per image (N,): the M-step's objective."""
-    rec = G.reconstruct(state._replace(s_top=w * state.on), model)
-    r = G.masked(x - rec, mask)
+    rec = reconstruct(state._replace(s_top=w * state.on), model)
+    r = masked(x - rec, mask)
     lp = state.log_pi
     return (-0.5 * state.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3])
             - 0.5 * gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
@@ -107,7 +111,7 @@ def q_value(state: G.DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> t
                             + (1.0 - state.on) * lp[:, None, None, :, 1], axis=[1, 2, 3]))
 
 
-def rmsprop_w(state: G.DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float,
+def rmsprop_w(state: DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float,
               decay: float, steps: int, mask=None):
     """Move 2 of the M-step: RMSprop ascent on W with Z fixed (eq. UpdateW).
 
@@ -126,7 +130,7 @@ def rmsprop_w(state: G.DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: flo
         w = w + lr * scale * g / (tf.sqrt(v) + 1e-8)
     s_top = w * state.on
     state = state._replace(s_top=s_top)
-    return state._replace(resid=G.residual(state, x, model, mask)), w, v
+    return state._replace(resid=residual(state, x, model, mask)), w, v
 
 
 def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
@@ -188,13 +192,13 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
                          else real)
         nb = int(xb.shape[0])
         if nb not in gibbs_fns:
-            gibbs_fns[nb] = G.make_sweep_fn(model, update_globals=False)
+            gibbs_fns[nb] = make_sweep_fn(model, update_globals=False)
             mcem_fns[nb] = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay,
                                              steps=rmsprop_steps)
         bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x3C3], tf.int32),
                                                          b0 // batch_size)
-        st = G.init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
-                          gamma_s_init=gamma_s)
+        st = init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
+                        gamma_s_init=gamma_s)
         for _ in range(burn_in):
             st, _ = gibbs_fns[nb](st, xb)
         w = st.s_top

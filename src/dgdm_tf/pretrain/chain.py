@@ -24,11 +24,13 @@ import tensorflow as tf
 
 from dgdm_tf.mcmc import anneal
 
-from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
-from dgdm_tf.pretrain.kernel import (Hyper, LayerModel, PretrainState, active_mask, blocks_to_nhwc,
-                              init_state, log_likelihood, make_sweep_fn, pad_input)
+from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input
+from dgdm_tf.pretrain.kernel import active_mask, log_likelihood, make_sweep_fn
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState, init_state
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.pretrain.chain_parts import INIT_SALT, START_SALT, check_finite, maps_to_keep, report_sweep
 from dgdm_tf.pretrain.stream_chain import run_streamed_layer
@@ -86,6 +88,71 @@ def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
     g = model.geom
     on = np.asarray(active_mask(state, model))  # Gh, Gw, K, N, nch, ncw
     return on.sum(axis=(0, 1, 3, 4, 5)) / (g.n_valid_blocks() * on.shape[3])
+
+
+class _PretrainKernel(Kernel):
+    """One layer's Gibbs sweep (:func:`dgdm_tf.pretrain.kernel.make_sweep_fn`) for
+    :func:`dgdm_tf.mcmc.driver.run_chain`; it prunes the maps at the end of burn-in, so
+    the model and the kept maps are its own, and caps gamma_e over the tempered sweeps."""
+
+    def __init__(self, x, model, *, n_dict, seed, burn_in, thin, prune_min_usage, dict_init,
+                 start, jit_compile, anneal_sweeps, anneal_ratio, anneal_start, say, trace_path):
+        self.x, self.x_tf, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
+        self.model, self.kept = model, np.arange(n_dict)
+        self.seed, self.burn_in, self.thin, self.prune = seed, burn_in, thin, prune_min_usage
+        self.dict_init, self.start_with, self.jit = dict_init, start, jit_compile
+        self.anneal = (anneal_sweeps, anneal_ratio, anneal_start)
+        self.say, self.trace_path = say, trace_path
+
+    def start(self):
+        state = init_state(self.x, self.model, tf.constant([self.seed, INIT_SALT], tf.int32),
+                           dict_init=self.dict_init)
+        if self.start_with is not None:
+            state = ridge_start(state, self.x_tf, self.model, self.start_with,
+                                tf.constant([self.seed, START_SALT], tf.int32))
+        return state
+
+    def restore(self, arrays):
+        self.kept = arrays["kept"]
+        state = _state_from_numpy(arrays)
+        m = self.model
+        self.model = LayerModel(m.geom.with_k(int(state.d.shape[-1])), m.hyper, top=m.top,
+                                n_images=m.n, scan=m.scan)
+        return state
+
+    def arrays(self, state):
+        return {"kept": np.asarray(self.kept), **_state_to_numpy(state)}
+
+    def begin(self, state, done):
+        self.sweep_fn = make_sweep_fn(self.model, jit_compile=self.jit, return_expected_pool=True)
+        self.cap_start = self.anneal[2] * anneal.start_precision(self.x)
+
+    def step(self, state, t):
+        t0 = time.time()
+        cap = anneal.gamma_e_cap(self.cap_start, t, self.anneal[0], self.anneal[1])
+        state, expected = (self.sweep_fn(state, self.x_tf) if cap is None
+                           else self.sweep_fn(state, self.x_tf, tf.constant(cap)))
+        sec = time.time() - t0
+        phase = "anneal" if cap is not None else "burn-in" if t < self.burn_in else "collect"
+        check_finite(f"D after sweep {t + 1}", state.d)
+        check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
+        used = usage(state, self.model)
+        row = _trace_row(t + 1, phase, state, self.model, self.x_norm, sec, used)
+        keep_local = maps_to_keep(used, self.prune, self.say) if t + 1 == self.burn_in else None
+        if keep_local is not None:
+            state, self.model = prune_state(state, self.model, keep_local)
+            self.kept = np.asarray(self.kept)[keep_local]
+            self.sweep_fn = make_sweep_fn(self.model, jit_compile=self.jit,
+                                          return_expected_pool=True)
+        sample = None
+        if t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0:
+            sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
+                      "usage": used, "gamma_e": np.asarray(state.gamma_e),
+                      "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
+        return state, row, sample
+
+    def report(self, rows, total, sec_per_step):
+        report_sweep(self.say, rows, self.trace_path, total, sec_per_step)
 
 
 def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int, seed: int,
@@ -158,76 +225,16 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
                 state_dir=state_dir, trace_path=trace_path, say=say, jit_compile=jit_compile,
                 stop_after=stop_after, dict_init=dict_init, anneal_sweeps=anneal_sweeps,
                 anneal_ratio=anneal_ratio, anneal_start=anneal_start, start=start)
-    x_tf = tf.constant(x)
-    x_norm = float(np.linalg.norm(x))
-
-    # ---- start or resume -----------------------------------------------------------
-    done, rows, acc = 0, [], None
-    kept = np.arange(n_dict)
-    state = None
-    ck = ckdir / "checkpoint.npz" if ckdir else None
-    if ck is not None and ck.exists():
-        with np.load(ck, allow_pickle=False) as z:
-            if str(z["fingerprint"]) == fp:
-                done = int(z["sweep"])
-                kept = z["kept"]
-                rows = json.loads(str(z["trace"]))
-                state = _state_from_numpy(z)
-                if "acc_d" in z:
-                    acc = {k[4:]: z[k] for k in z.files if k.startswith("acc_")}
-                say(f"resuming from checkpoint at sweep {done}/{total} ({ck})")
-            else:
-                say(f"checkpoint {ck} is from different inputs or settings; starting afresh")
-    if state is None:
-        state = init_state(x, model, tf.constant([seed, INIT_SALT], tf.int32), dict_init=dict_init)
-        if start is not None:
-            state = ridge_start(state, x_tf, model, start,
-                                tf.constant([seed, START_SALT], tf.int32))
-    else:
-        model = LayerModel(geom.with_k(int(state.d.shape[-1])), hyp, top=(pool == 1), n_images=n,
-                           scan=scan)
-    sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
-
-    def save(sweep_idx):
-        if ck is None:
-            return
-        arrs = _state_to_numpy(state)
-        if acc is not None:
-            arrs.update({f"acc_{k}": v for k, v in acc.items()})
-        # uncompressed: compressing the float state every few sweeps costs seconds
-        atomic_io.save_npz(ck, compressed=False, fingerprint=np.array(fp),
-                           sweep=np.array(sweep_idx), kept=np.asarray(kept),
-                           trace=np.array(json.dumps(rows)), **arrs)
-
-    t_start = time.time()
-    cap_start = anneal_start * anneal.start_precision(x)
-    for t in range(done, total):
-        t0 = time.time()
-        cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
-        state, expected = (sweep_fn(state, x_tf) if cap is None
-                           else sweep_fn(state, x_tf, tf.constant(cap)))
-        sec = time.time() - t0
-        phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
-        check_finite(f"D after sweep {t + 1}", state.d)
-        check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
-        used = usage(state, model)
-        row = _trace_row(t + 1, phase, state, model, x_norm, sec, used)
-        rows.append(row)
-        keep_local = maps_to_keep(used, prune_min_usage, say) if t + 1 == burn_in else None
-        if keep_local is not None:
-            state, model = prune_state(state, model, keep_local)
-            kept = np.asarray(kept)[keep_local]
-            sweep_fn = make_sweep_fn(model, jit_compile=jit_compile, return_expected_pool=True)
-        if t + 1 > burn_in and (t + 1 - burn_in) % thin == 0:
-            sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
-                      "usage": used, "gamma_e": np.asarray(state.gamma_e),
-                      "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
-            acc = sample if acc is None else {k: acc[k] + sample[k] for k in acc}
-        report_sweep(say, rows, trace_path, total, (time.time() - t_start) / (t + 1 - done))
-        if (t + 1) % checkpoint_every == 0 or t + 1 == total:
-            save(t + 1)
-        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
-            return None
+    kernel = _PretrainKernel(x, model, n_dict=n_dict, seed=seed, burn_in=burn_in, thin=thin,
+                             prune_min_usage=prune_min_usage, dict_init=dict_init, start=start,
+                             jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
+                             anneal_ratio=anneal_ratio, anneal_start=anneal_start, say=say,
+                             trace_path=trace_path)
+    ck = Checkpoint(ckdir / "checkpoint.npz" if ckdir else None, fp, every=checkpoint_every)
+    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    if run is None:
+        return None
+    acc, rows, kept = run.sums, run.rows, kernel.kept
     cnt = float(acc["count"])
     return {"D": (acc["d"] / cnt).astype(np.float32), "kept": np.asarray(kept, dtype=np.int64),
             "usage": (acc["usage"] / cnt).astype(np.float32),

@@ -5,7 +5,7 @@ sampled with D and gamma_w held at their pretrained values; the posterior mean o
 pooled feature maps over the collected sweeps (Rao-Blackwellised: the conditional
 expectation of each block at its draw, see ``pretrain.resample_zw``) is the next
 layer's input, as in pretraining. The top layer's averaged maps, flattened, are the
-features (SPEC sec. 1: MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
+features (Sec. 4.1: MNIST 2 x 2 x K_2). Images are processed in batches; batch b's chain is seeded by
 fold-in of (seed, layer, b), so features do not depend on how many batches ran before.
 """
 
@@ -21,7 +21,9 @@ from dgdm_tf.mcmc import anneal
 from dgdm_tf.pretrain.chain_parts import START_SALT, check_finite
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.mcmc.diagnostics import map_distance
-from dgdm_tf.pretrain.kernel import Hyper, LayerModel, init_state, make_sweep_fn
+from dgdm_tf.pretrain.kernel import make_sweep_fn
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
 
 

@@ -1,164 +1,34 @@
-"""Layer-wise pretraining model (supplement, "Bottom-Up Pretraining"): one Gibbs sweep.
-
-Model of one layer (eq. x_lp1), images n = 1..N, maps k = 1..K:
-
-    X_n = sum_k D_k * (Z_nk . W_nk) + E_n,   E_n ~ N(0, 1/gamma_e[n]),  gamma_e ~ Gamma(a_e, b_e)
-    z_nk[block] ~ Mult(1, theta_nk) over p*p positions + off,  theta_nk ~ Dir(alpha)
-    W ~ N(0, 1/gamma_w),  gamma_w ~ Gamma(a_w, b_w),  D_k ~ N(0, I / dict_prior_precision)
+"""One Gibbs sweep of the layer-wise pretraining model (:mod:`dgdm_tf.pretrain.layer_model`):
+the conditionals and the compiled sweep.
 
 Choices where the paper is loose (written down here as the code's contract):
 
-* ``gamma_w`` is one precision per layer, as in the model's definition (gamma_{wl}); the
-  supplement's conditional indexes it per (n, k), but with a Gamma(1e-6, 1e-6) prior a
-  per-(n, k) precision is unidentified once that map is off everywhere in an image.
 * Entries of W at inactive positions never touch the likelihood; they are integrated
   out (a partially collapsed Gibbs step, van Dyk & Park 2008), so the gamma_w
   conditional counts the active entries only. The target distribution is unchanged.
 * The (z, W) conditional of a block is drawn jointly: W integrated out gives the
   (p^2 + 1)-way categorical in closed form (precision gamma_e ||D_k||^2 + gamma_w),
   then W given z. Blocks of one colour of one map have disjoint footprints, so they are
-  conditionally independent and drawn together (exact; SPEC sec. 3).
+  conditionally independent and drawn together (exact; the supplement, "Gibbs Sampling").
 * D_k is drawn jointly over its dh*dw*C entries from its exact Gaussian conditional
   (the supplement draws D entry by entry; the joint draw is the same target, mixes
   better). Maps are updated one after the other, the residual kept current.
 
-State layout: block values are kept colour-major, ``s[a, b, k, n, u, v, m]`` is the value
-at position m (row-major in the p x p block) of block (u*G_h + a, v*G_w + b) of map k,
-image n; ``z`` holds block states (p*p = off). The residual ``resid`` is X - sum D*S on
-the padded grid (padding is always exactly zero).
+The state's layout: :mod:`dgdm_tf.pretrain.blocks`.
 """
 
 from __future__ import annotations
-
-import collections
-import dataclasses
-import math
 
 import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core.compiled import compiled
-from dgdm_tf.core.layout import LayerGeometry, dirichlet_prior
+from dgdm_tf.pretrain.blocks import (block_kernels, blocks_to_nhwc, blocks_to_pooled, colour_tiles,
+                                     pad_input, tiles_to_residual)
+from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 _SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
-
-PretrainState = collections.namedtuple(
-    "PretrainState", ["s", "z", "d", "log_theta", "gamma_w", "gamma_e", "resid", "seed"])
-
-
-@dataclasses.dataclass(frozen=True)
-class Hyper:
-    """Prior hyperparameters (the same for every data set, Sec. 4)."""
-
-    a_e: float = 1e-6
-    b_e: float = 1e-6
-    a_w: float = 1e-6
-    b_w: float = 1e-6
-    dict_prior_precision: float = 1.0
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "Hyper":
-        d = dict(d or {})
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {sorted(unknown)}; allowed: "
-                             f"{[f.name for f in dataclasses.fields(cls)]}")
-        return cls(**{k: float(v) for k, v in d.items()})
-
-
-class LayerModel:
-    """Everything a sweep needs that is not state: geometry, priors, masks."""
-
-    def __init__(self, geom: LayerGeometry, hyper: Hyper, top: bool, n_images: int,
-                 colour_order: tuple[tuple[int, int], ...] | None = None, scan: str = "random"):
-        self.geom = geom
-        # ``scan``: "random" draws the order of the colours and, within each colour, of
-        # the maps afresh every sweep from the sweep's seed; "fixed" visits the colours in
-        # ``colour_order`` (row-major by default) and the maps in index order. Every
-        # order gives an exact sweep, and a random order drawn independently of the state
-        # is a mixture of exact sweeps. With a fixed order the blocks visited first take
-        # whatever residual a sweep finds, so a chain's features drift towards the colour
-        # visited first (docs/design.md, "Mixing").
-        if scan not in ("random", "fixed"):
-            raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
-        self.scan = scan
-        grid = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
-        self.colour_order = tuple(grid) if colour_order is None else tuple(
-            (int(a), int(b)) for a, b in colour_order)
-        if sorted(self.colour_order) != grid:
-            raise ValueError(f"colour_order must visit each of the {len(grid)} colours "
-                             f"{grid} once, got {self.colour_order}")
-        if scan == "random" and colour_order is not None:
-            raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
-        self.hyper = hyper
-        self.top = top
-        self.n = n_images
-        self.alpha = tf.constant(dirichlet_prior(geom, top))
-        valid = geom.valid_positions()  # (Gh, Gw, nch, ncw, P2): position inside S
-        self.valid = tf.constant(valid)
-        self.block_valid = tf.constant(valid.any(-1))  # (Gh, Gw, nch, ncw): a real block
-        self.n_pixels = float(geom.hx * geom.wx * geom.c)
-        # A[t, t'] = ac[t' - t]: indices into the flattened circular (Hx x Wx) autocorrelation.
-        th, tw = np.meshgrid(np.arange(geom.dh), np.arange(geom.dw), indexing="ij")
-        th, tw = th.ravel(), tw.ravel()
-        lag_h = (th[None, :] - th[:, None]) % geom.hx
-        lag_w = (tw[None, :] - tw[:, None]) % geom.wx
-        self.lag_index = tf.constant(lag_h * geom.wx + lag_w, dtype=tf.int32)
-
-
-# ---------------------------------------------------------------------------------------
-# Layout helpers
-# ---------------------------------------------------------------------------------------
-
-def pad_input(x: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """Zero-pad X (N, hx, wx, C) to the sampler's padded grid."""
-    return tf.pad(x, [[0, 0], [0, geom.hr - geom.hx], [0, geom.wr - geom.wx], [0, 0]])
-
-
-def blocks_to_nhwc(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """Colour-major block values (Gh, Gw, K, N, nch, ncw, P2) -> S (N, hs, ws, K)."""
-    g = geom
-    k, n = tf.shape(s)[2], tf.shape(s)[3]
-    s = tf.reshape(s, [g.gh, g.gw, k, n, g.nch, g.ncw, g.p, g.p])
-    s = tf.transpose(s, [3, 4, 0, 6, 5, 1, 7, 2])  # N, u, a, r, v, b, c, K
-    s = tf.reshape(s, [n, g.hs_pad, g.ws_pad, k])
-    return s[:, : g.hs, : g.ws, :]
-
-
-def nhwc_to_blocks(s: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """Inverse of :func:`blocks_to_nhwc` (positions outside Hs/Ws must be absent)."""
-    g = geom
-    n, k = tf.shape(s)[0], tf.shape(s)[3]
-    s = tf.pad(s, [[0, 0], [0, g.hs_pad - g.hs], [0, g.ws_pad - g.ws], [0, 0]])
-    s = tf.reshape(s, [n, g.nch, g.gh, g.p, g.ncw, g.gw, g.p, k])
-    s = tf.transpose(s, [2, 5, 7, 0, 1, 4, 3, 6])
-    return tf.reshape(s, [g.gh, g.gw, k, n, g.nch, g.ncw, g.p * g.p])
-
-
-def block_kernels(d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """(K, fh, fw, C, P2): D_k placed at each of the p*p offsets of a block's footprint."""
-    g = geom
-    cols = []
-    for m in range(g.p * g.p):
-        r, c = divmod(m, g.p)
-        cols.append(tf.pad(d, [[r, g.p - 1 - r], [c, g.p - 1 - c], [0, 0], [0, 0]]))
-    kb = tf.stack(cols, axis=-1)  # fh, fw, C, K, P2
-    return tf.transpose(kb, [3, 0, 1, 2, 4])
-
-
-def _blocks_to_pooled(v: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """(Gh, Gw, K, N, nch, ncw) per-block values -> (N, nbh, nbw, K)."""
-    g = geom
-    v = tf.transpose(v, [3, 4, 0, 5, 1, 2])  # N, u, a, v, b, K
-    n, k = tf.shape(v)[0], tf.shape(v)[5]
-    v = tf.reshape(v, [n, g.nch * g.gh, g.ncw * g.gw, k])
-    return v[:, : g.nbh, : g.nbw, :]
-
-
-def reconstruction(s: tf.Tensor, d: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
-    """sum_k D_k * S_k on the unpadded grid (N, hx, wx, C)."""
-    from dgdm_tf.core.ops import full_conv
-    return full_conv(blocks_to_nhwc(s, geom), d)
 
 
 def _log_gamma_sample(shape_param, seed):
@@ -181,116 +51,6 @@ def log_dirichlet_sample(alpha, seed):
 def _gamma_sample(shape, rate, seed):
     return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=shape) / rate
 
-
-# ---------------------------------------------------------------------------------------
-# Initialisation
-# ---------------------------------------------------------------------------------------
-
-def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
-               init_off: float = 0.9, gamma_e_init: float | None = None) -> PretrainState:
-    """Start of the chain (the paper leaves it open; these choices only set where the
-    chain starts, never what it converges to):
-
-    * D: ``"patches"`` -- the most energetic of 4K random dh x dw x C windows of X, each
-      scaled to the prior's expected norm sqrt(dh dw C / dict_prior_precision) (a short
-      chain from prior noise spends most of its sweeps turning noise into strokes);
-      ``"prior"`` -- a draw from N(0, I / dict_prior_precision).
-    * every block off; theta_nk puts ``init_off`` on the off state and spreads the rest
-      evenly (starting sparse lets the noise precision grow as the fit improves rather
-      than starting with every block on);
-    * gamma_w = 1 and gamma_e = 1 / Var(X_n), data-scaled starts (the Gamma(1e-6, 1e-6)
-      prior puts almost all of its mass near 0 or infinity), or ``gamma_e_init`` when
-      given (feature inference starts there from the pretrained noise level).
-    """
-    seed = tf.convert_to_tensor(seed, dtype=tf.int32)
-    s_next = tf.unstack(tf.random.experimental.stateless_split(seed, 4))[3]
-    x = tf.convert_to_tensor(x, tf.float32)
-    d = initial_dictionary(x, model, seed, dict_init)
-    s, z, log_theta, gamma_e = initial_locals(x, model, init_off, gamma_e_init)
-    return PretrainState(s=s, z=z, d=d, log_theta=log_theta, gamma_w=tf.constant(1.0),
-                         gamma_e=gamma_e, resid=pad_input(x, model.geom), seed=s_next)
-
-
-def initial_dictionary(x, model: LayerModel, seed, dict_init: str = "patches") -> tf.Tensor:
-    """D of :func:`init_state` (dh, dw, C, K); reads only the 4K windows it picks from X."""
-    g = model.geom
-    seed = tf.convert_to_tensor(seed, dtype=tf.int32)
-    s_d, s_i, s_j, _ = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
-    x = tf.convert_to_tensor(x, tf.float32)
-    n = x.shape[0]
-    scale = math.sqrt(g.dh * g.dw * g.c / model.hyper.dict_prior_precision)
-    if dict_init == "prior":
-        return tf.random.stateless_normal([g.dh, g.dw, g.c, g.k], s_d) * (
-            scale / math.sqrt(g.dh * g.dw * g.c))
-    if dict_init != "patches":
-        raise ValueError(f"dict_init must be 'patches' or 'prior', got {dict_init!r}")
-    # 4K random windows, keep the K with the most energy (an empty background window
-    # has no direction), each scaled to the prior's expected norm.
-    m = 4 * g.k
-    img = tf.random.stateless_uniform([m], s_d, 0, n, dtype=tf.int32)
-    ii = tf.random.stateless_uniform([m], s_i, 0, g.hx - g.dh + 1, dtype=tf.int32)
-    jj = tf.random.stateless_uniform([m], s_j, 0, g.wx - g.dw + 1, dtype=tf.int32)
-    rows = tf.gather(x, img)  # m, hx, wx, C
-    patches = tf.gather(rows, ii[:, None] + tf.range(g.dh)[None], axis=1, batch_dims=1)
-    patches = tf.gather(patches, jj[:, None] + tf.range(g.dw)[None], axis=2, batch_dims=1)
-    norm = tf.sqrt(tf.reduce_sum(tf.square(patches), axis=[1, 2, 3]))
-    top = tf.math.top_k(norm, k=g.k).indices
-    patches, norm = tf.gather(patches, top), tf.gather(norm, top)
-    noise = tf.random.stateless_normal(tf.shape(patches), s_i)
-    noise = noise / tf.sqrt(tf.reduce_sum(tf.square(noise), axis=[1, 2, 3], keepdims=True))
-    unit = tf.where(norm[:, None, None, None] > 1e-6,
-                    patches / tf.maximum(norm, 1e-12)[:, None, None, None], noise)
-    return tf.transpose(unit * scale, [1, 2, 3, 0])
-
-
-def initial_locals(x, model: LayerModel, init_off: float = 0.9,
-                   gamma_e_init: float | None = None):
-    """(s, z, log_theta, gamma_e) of :func:`init_state` for the images X."""
-    g = model.geom
-    x = tf.convert_to_tensor(x, tf.float32)
-    n = x.shape[0]
-    s = tf.zeros([g.gh, g.gw, g.k, n, g.nch, g.ncw, g.p * g.p], tf.float32)
-    z = tf.fill([g.gh, g.gw, g.k, n, g.nch, g.ncw], g.off)
-    n_on = g.n_states - 1
-    theta0 = np.full(g.n_states, (1.0 - init_off) / n_on, np.float32)
-    theta0[-1] = init_off
-    log_theta = tf.broadcast_to(tf.math.log(tf.constant(theta0)), [n, g.k, g.n_states])
-    var = tf.math.reduce_variance(tf.reshape(x, [n, -1]), axis=1)
-    gamma_e = 1.0 / tf.maximum(var, 1e-6)
-    if gamma_e_init is not None:
-        gamma_e = tf.fill([n], tf.constant(gamma_e_init, tf.float32))
-    return s, tf.cast(z, tf.int32), log_theta, gamma_e
-
-
-# ---------------------------------------------------------------------------------------
-# Conditionals
-# ---------------------------------------------------------------------------------------
-
-def colour_tiles(resid, g: LayerGeometry, a, b):
-    """The footprints of colour (a, b)'s blocks in the residual, one row per block:
-    (N * nch * ncw, fh * fw * C). Footprints of one colour are disjoint. ``a``, ``b``
-    may be tensors (a scan order drawn at run time)."""
-    n = tf.shape(resid)[0]
-    # a roll to the colour's offset, then a static slice: under XLA a slice whose start
-    # is only known at run time recompiles on every call
-    reg = tf.roll(resid, tf.stack([-a * g.p, -b * g.p]), axis=[1, 2])
-    reg = reg[:, : g.nch * g.tile_h, : g.ncw * g.tile_w, :]
-    reg = tf.reshape(reg, [n, g.nch, g.tile_h, g.ncw, g.tile_w, g.c])[:, :, : g.fh, :, : g.fw, :]
-    reg = tf.transpose(reg, [0, 1, 3, 2, 4, 5])
-    return tf.reshape(reg, [n * g.nch * g.ncw, g.fh * g.fw * g.c])
-
-
-def tiles_to_residual(tiles, g: LayerGeometry, a, b, n):
-    """Inverse placement of :func:`colour_tiles` (zeros elsewhere), on the padded grid."""
-    t = tf.reshape(tiles, [n, g.nch, g.ncw, g.fh, g.fw, g.c])
-    t = tf.transpose(t, [0, 1, 3, 2, 4, 5])
-    t = tf.pad(t, [[0, 0], [0, 0], [0, g.tile_h - g.fh], [0, 0], [0, g.tile_w - g.fw], [0, 0]])
-    t = tf.reshape(t, [n, g.nch * g.tile_h, g.ncw * g.tile_w, g.c])
-    # static padding, then a roll to the colour's offset: XLA needs a pad's widths at
-    # compile time, a roll's shift it does not; the zeros padded below and right are at
-    # least the offset, so nothing but zeros wraps around
-    t = tf.pad(t, [[0, 0], [0, g.hr - g.nch * g.tile_h], [0, g.wr - g.ncw * g.tile_w], [0, 0]])
-    return tf.roll(t, tf.stack([a * g.p, b * g.p]), axis=[1, 2])
 
 
 def scan_orders(model: LayerModel, seed):
@@ -421,7 +181,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     shape = [g.k, n, g.nch, g.ncw]
     state = state._replace(s=grid(s_new_c, shape + [p2]), z=grid(z_new_c, shape), resid=resid)
     if return_expected_pool:
-        return state, _blocks_to_pooled(grid(e_new_c, shape), g)
+        return state, blocks_to_pooled(grid(e_new_c, shape), g)
     return state
 
 

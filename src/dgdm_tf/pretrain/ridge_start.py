@@ -35,8 +35,9 @@ import tensorflow as tf
 
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.ops import full_conv, full_conv_adjoint
-from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, nhwc_to_blocks, pad_input,
-                              resample_theta)
+from dgdm_tf.pretrain.blocks import nhwc_to_blocks, pad_input
+from dgdm_tf.pretrain.kernel import resample_theta
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 
 @dataclasses.dataclass(frozen=True)

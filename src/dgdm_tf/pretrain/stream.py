@@ -37,9 +37,10 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core.compiled import compiled
-from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, active_mask, blocks_to_nhwc,
-                              draw_gamma_w, draw_map, log_likelihood, pad_input,
-                              reconstruction, resample_gamma_e, resample_theta, resample_zw)
+from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input, reconstruction
+from dgdm_tf.pretrain.kernel import (active_mask, draw_gamma_w, draw_map, log_likelihood,
+                                     resample_gamma_e, resample_theta, resample_zw)
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 # A batch's local state as stored between sweeps: block states z (int8, p*p + 1 < 128
 # states) and each block's one weight w (the value at position z; 0 when off).

@@ -31,10 +31,12 @@ import tensorflow as tf
 from dgdm_tf.mcmc import anneal
 
 from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 from dgdm_tf.pretrain.chain_parts import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite,
                                  maps_to_keep, report_sweep)
-from dgdm_tf.pretrain.kernel import (LayerModel, PretrainState, active_mask, initial_dictionary,
-                              initial_locals)
+from dgdm_tf.pretrain.kernel import active_mask
+from dgdm_tf.pretrain.layer_model import (LayerModel, PretrainState, initial_dictionary,
+                                          initial_locals)
 from dgdm_tf.pretrain.stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,
                                      make_batch_step, make_global_step, streamed_sweep)
 from dgdm_tf.pretrain.ridge_start import RidgeStart, gamma_w_mean, ridge_start
@@ -66,68 +68,63 @@ def _prune_local(loc: dict, keep: np.ndarray) -> dict:
     return out
 
 
-def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
-                       burn_in: int, collect: int, thin: int, prune_min_usage: float,
-                       fingerprint: str, state_dir: str | os.PathLike,
-                       trace_path: str | os.PathLike | None, say: Callable[[str], None],
-                       jit_compile: bool, stop_after: int | None, dict_init: str,
-                       anneal_sweeps: int, anneal_ratio: float, anneal_start: float,
-                       start: RidgeStart | None) -> dict | None:
-    """:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` with ``batch_size`` set (its arguments,
-    checked there); returns the same dict."""
-    n = len(x)
-    bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-    n_batches = len(bounds)
-    store = BatchStore(Path(state_dir))
-    head_path = Path(state_dir) / "head.npz"
-    total = burn_in + collect * thin
-    x_norm = float(np.linalg.norm(x))
-    g0 = model.geom
+class _StreamKernel(Kernel):
+    """The streamed sweep for :func:`dgdm_tf.mcmc.driver.run_chain`. Its state is the
+    globals and which buffer holds the sweep's batches; the batches themselves are files,
+    so the driver checkpoints (``head.npz``) after every sweep."""
 
-    # ---- start or resume -----------------------------------------------------------
-    head = None
-    if head_path.exists():
-        with np.load(head_path, allow_pickle=False) as z:
-            if str(z["fingerprint"]) == fingerprint:
-                head = {k: z[k] for k in z.files}
-                say(f"resuming from the streamed state at sweep {int(head['sweep'])}/{total} "
-                    f"({state_dir})")
-            else:
-                say(f"streamed state in {state_dir} is from different inputs or settings; "
-                    "starting afresh")
-    if head is None:
-        for old in Path(state_dir).glob("buffer*"):  # another run's batches
+    def __init__(self, x, model, *, bounds, store, seed, burn_in, thin, prune_min_usage,
+                 dict_init, start, fingerprint, jit_compile, anneal, say, trace_path, total):
+        self.total = total
+        self.x, self.model, self.bounds, self.store = x, model, bounds, store
+        self.n, self.x_norm = len(x), float(np.linalg.norm(x))
+        self.seed, self.burn_in, self.thin, self.prune = seed, burn_in, thin, prune_min_usage
+        self.dict_init, self.start_with, self.fingerprint = dict_init, start, fingerprint
+        self.jit, self.anneal, self.say, self.trace_path = jit_compile, anneal, say, trace_path
+
+    def start(self):
+        for old in self.store.root.glob("buffer*"):  # another run's batches
             shutil.rmtree(old, ignore_errors=True)
-        head = _start(x, model, bounds, store, seed, dict_init, start, fingerprint, say)
-        atomic_io.save_npz(head_path, compressed=False, **head)
-    k_now = int(head["d"].shape[-1])
-    if k_now != g0.k:
-        model = LayerModel(g0.with_k(k_now), model.hyper, top=model.top, n_images=n,
-                           scan=model.scan)
-    done = int(head["sweep"])
-    rows = json.loads(str(head["trace"]))
-    kept = np.asarray(head["kept"])
-    pending_keep = np.asarray(head["pending_keep"])
-    glob = StreamGlobals(d=tf.constant(head["d"]), gamma_w=tf.constant(head["gamma_w"]),
-                         seed=tf.constant(head["seed"]))
-    buffer = int(head["buffer"])
-    acc = {k[4:]: head[k] for k in head if k.startswith("acc_")}
-    batch_fn = make_batch_step(model, jit_compile)
-    global_fn = make_global_step(model)
-    cap_start = anneal_start * anneal.start_precision(x)
-    t_start = time.time()
-    for t in range(done, total):
+        return self.restore(_start(self.x, self.model, self.bounds, self.store, self.seed,
+                                   self.dict_init, self.start_with, self.fingerprint, self.say))
+
+    def restore(self, head):
+        k_now = int(head["d"].shape[-1])
+        if k_now != self.model.geom.k:
+            m = self.model
+            self.model = LayerModel(m.geom.with_k(k_now), m.hyper, top=m.top, n_images=self.n,
+                                    scan=m.scan)
+        self.kept, self.pending_keep = np.asarray(head["kept"]), np.asarray(head["pending_keep"])
+        glob = StreamGlobals(d=tf.constant(head["d"]), gamma_w=tf.constant(head["gamma_w"]),
+                             seed=tf.constant(head["seed"]))
+        return glob, int(head["buffer"])
+
+    def arrays(self, state):
+        glob, buffer = state
+        return {"buffer": np.array(buffer), "d": glob.d.numpy(),
+                "gamma_w": np.asarray(glob.gamma_w), "seed": glob.seed.numpy(),
+                "kept": np.asarray(self.kept), "pending_keep": np.asarray(self.pending_keep)}
+
+    def begin(self, state, done):
+        self.batch_fn = make_batch_step(self.model, self.jit)
+        self.global_fn = make_global_step(self.model)
+        self.cap_start = self.anneal[2] * anneal.start_precision(self.x)
+
+    def step(self, state, t):
+        glob, buffer = state
+        model, x, bounds, store, total_n = self.model, self.x, self.bounds, self.store, self.n
+        n_batches = len(bounds)
         t0 = time.time()
-        cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
-        collecting = t + 1 > burn_in and (t + 1 - burn_in) % thin == 0
-        first_sample = collecting and t + 1 - burn_in == thin
+        cap = anneal.gamma_e_cap(self.cap_start, t, self.anneal[0], self.anneal[1])
+        collecting = t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0
+        first_sample = collecting and t + 1 - self.burn_in == self.thin
         sums = {}  # batch b's collection sums, from its read to its write
 
         def read(b):
             lo, hi = bounds[b]
             loc = store.read(buffer, b)
             if loc["z"].shape[2] != model.geom.k:  # written before the pruning
-                loc = _prune_local(loc, pending_keep)
+                loc = _prune_local(loc, self.pending_keep)
             sums[b] = {k: v for k, v in loc.items() if k.startswith("acc_")}
             cap_b = np.full(hi - lo, np.inf, np.float32) if cap is None else cap[lo:hi]
             return ({k: loc[k] for k in LOCAL_FIELDS}, tf.constant(x[lo:hi]),
@@ -147,47 +144,69 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
 
         def progress(b):
             if n_batches > 1 and time.time() - last_say[0] > 30:
-                say(f"sweep {t + 1}/{total}: batch {b + 1}/{n_batches}")
+                self.say(f"sweep {t + 1}/{self.total}: batch {b + 1}/{n_batches}")
                 last_say[0] = time.time()
 
-        glob, st = streamed_sweep(glob, n_batches, read, write, model, batch_fn, global_fn,
-                                  progress)
+        glob, st = streamed_sweep(glob, n_batches, read, write, model, self.batch_fn,
+                                  self.global_fn, progress)
         buffer = 1 - buffer
         sec = time.time() - t0
-        phase = "anneal" if cap is not None else "burn-in" if t < burn_in else "collect"
+        phase = "anneal" if cap is not None else "burn-in" if t < self.burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", glob.d)
         check_finite(f"the images' log-likelihood after sweep {t + 1}", st.log_lik)
-        used = np.asarray(st.used) / (model.geom.n_valid_blocks() * n)
+        used = np.asarray(st.used) / (model.geom.n_valid_blocks() * total_n)
         # the residual and log-likelihood after the (z, W) step, before D moved
         row = {"sweep": t + 1, "phase": phase, "n_dict": model.geom.k,
                "log_lik": float(st.log_lik),
-               "rel_residual": float(np.sqrt(st.sq_resid) / max(x_norm, 1e-30)),
-               "active_frac": float(np.mean(used)), "gamma_e_mean": float(st.sum_gamma_e / n),
+               "rel_residual": float(np.sqrt(st.sq_resid) / max(self.x_norm, 1e-30)),
+               "active_frac": float(np.mean(used)), "gamma_e_mean": float(st.sum_gamma_e / total_n),
                "gamma_w": float(glob.gamma_w), "seconds": sec}
         assert set(row) == set(TRACE_COLUMNS)
-        rows.append(row)
-        keep_local = maps_to_keep(used, prune_min_usage, say) if t + 1 == burn_in else None
+        keep_local = maps_to_keep(used, self.prune, self.say) if t + 1 == self.burn_in else None
         if keep_local is not None:  # the batch files follow when next read
             glob = glob._replace(d=tf.gather(glob.d, keep_local, axis=3))
-            model = LayerModel(model.geom.with_k(int(keep_local.size)), model.hyper,
-                               top=model.top, n_images=n, scan=model.scan)
-            kept, pending_keep = kept[keep_local], keep_local
-            batch_fn = make_batch_step(model, jit_compile)
-            global_fn = make_global_step(model)
+            self.model = LayerModel(model.geom.with_k(int(keep_local.size)), model.hyper,
+                                    top=model.top, n_images=total_n, scan=model.scan)
+            self.kept, self.pending_keep = self.kept[keep_local], keep_local
+            self.batch_fn = make_batch_step(self.model, self.jit)
+            self.global_fn = make_global_step(self.model)
+        sample = None
         if collecting:
             sample = {"d": glob.d.numpy(), "usage": used, "gamma_w": np.asarray(glob.gamma_w),
                       "count": np.array(1.0)}
-            acc = sample if not acc else {k: acc[k] + sample[k] for k in acc}
-        head = {"fingerprint": np.array(fingerprint), "sweep": np.array(t + 1),
-                "buffer": np.array(buffer), "d": glob.d.numpy(),
-                "gamma_w": np.asarray(glob.gamma_w), "seed": glob.seed.numpy(),
-                "kept": np.asarray(kept), "pending_keep": np.asarray(pending_keep),
-                "trace": np.array(json.dumps(rows)), **{f"acc_{k}": v for k, v in acc.items()}}
-        atomic_io.save_npz(head_path, compressed=False, **head)
-        report_sweep(say, rows, trace_path, total, (time.time() - t_start) / (t + 1 - done),
-                     extra=f" batches={n_batches}")
-        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
-            return None
+        return (glob, buffer), row, sample
+
+    def report(self, rows, total, sec_per_step):
+        report_sweep(self.say, rows, self.trace_path, total, sec_per_step,
+                     extra=f" batches={len(self.bounds)}")
+
+
+def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
+                       burn_in: int, collect: int, thin: int, prune_min_usage: float,
+                       fingerprint: str, state_dir: str | os.PathLike,
+                       trace_path: str | os.PathLike | None, say: Callable[[str], None],
+                       jit_compile: bool, stop_after: int | None, dict_init: str,
+                       anneal_sweeps: int, anneal_ratio: float, anneal_start: float,
+                       start: RidgeStart | None) -> dict | None:
+    """:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` with ``batch_size`` set (its arguments,
+    checked there); returns the same dict."""
+    n = len(x)
+    bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+    store = BatchStore(Path(state_dir))
+    total = burn_in + collect * thin
+    kernel = _StreamKernel(x, model, bounds=bounds, store=store, seed=seed, burn_in=burn_in,
+                           thin=thin, prune_min_usage=prune_min_usage, dict_init=dict_init,
+                           start=start, fingerprint=fingerprint, jit_compile=jit_compile,
+                           anneal=(anneal_sweeps, anneal_ratio, anneal_start), say=say,
+                           trace_path=trace_path, total=total)
+    ck = Checkpoint(Path(state_dir) / "head.npz", fingerprint, every=1,
+                    resumed="resuming from the streamed state at sweep {done}/{total} ({path})",
+                    stale="streamed state {path} is from different inputs or settings; "
+                          "starting afresh", save_start=True)
+    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    if run is None:
+        return None
+    acc, rows, kept, buffer = run.sums, run.rows, kernel.kept, run.state[1]
     cnt = float(acc["count"])
     # filled in place: the output is the one array here that grows with the data
     x_next, gamma_e = None, np.empty(n, np.float32)

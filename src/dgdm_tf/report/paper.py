@@ -1,4 +1,4 @@
-"""The numbers Pu et al. (AISTATS 2016) report, table by table (SPEC sec. 5).
+"""The numbers Pu et al. (AISTATS 2016) report, table by table (the paper's Tables 1-6).
 
 Every value here is copied from the paper's Tables 1-6 (``paper/dgdm-aistats2016.tex``);
 nothing is estimated or filled in. A peer whose cell in the paper is "-" for a

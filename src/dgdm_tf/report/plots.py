@@ -170,7 +170,7 @@ def plot_error_vs_time(runs: dict, path: str | os.PathLike, title: str, *,
 def plot_scaling(rows, path: str | os.PathLike, *,
                  machine: dict | str | None = None) -> None:
     """Throughput (images/s) against batch size, image side and (where measured) the
-    layers' K, one line per benchmark (``dgdm_tf.bench.sweeps.benchmark_scaling`` rows);
+    layers' K, one line per benchmark (``dgdm_tf.bench.scaling.benchmark_scaling`` rows);
     log-log axes."""
     df = pd.DataFrame(rows)
     names = {"pretrain_sweep": "pretraining sweep, bottom layer",

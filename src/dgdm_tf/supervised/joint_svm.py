@@ -19,7 +19,7 @@ precision-times-mean ``+ gamma sum_l coef_lu (y_nl (1 + lambda_nl) - a_nlu) / la
 other through the margin, so with supervision the top layer is drawn one unit per image
 at a time (a singleton colouring, :class:`dgdm_tf.core.model.DeepModel` ``supervised``).
 
-beta, lambda, omega, kappa are drawn with the exact conditionals of :mod:`dgdm_tf.supervised.bayes_svm`
+beta, lambda, omega, kappa are drawn with the exact conditionals of :mod:`dgdm_tf.supervised.svm_gibbs`
 (tested there); this module wires them to the deep model's state.
 """
 
@@ -31,7 +31,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.supervised import bayes_svm as S
+from dgdm_tf.supervised import svm_gibbs as S
+from dgdm_tf.supervised import svm_linalg
 
 SvmState = collections.namedtuple("SvmState", ["beta", "omega", "kappa", "lam", "mean", "std"])
 SvmState.__doc__ = """beta (C, F+1) float64 on the standardised features, bias last;
@@ -41,7 +42,7 @@ variables; mean, std (F,) the fixed standardisation of the top layer."""
 
 @dataclasses.dataclass(frozen=True)
 class SvmHyper:
-    """gamma: hinge weight (fixed; :mod:`dgdm_tf.supervised.bayes_svm` explains why it is not sampled);
+    """gamma: hinge weight (fixed; :mod:`dgdm_tf.supervised.svm_gibbs` explains why it is not sampled);
     (a_kappa, b_kappa): Gamma prior of kappa; bias_var: prior variance of the bias;
     scale: ``"global"`` (one scale for every unit, the paper's raw features up to a
     constant) or ``"unit"`` (per-unit sd: a unit on in few images gets a large
@@ -131,7 +132,7 @@ def margins(svm: SvmState, s_top) -> tf.Tensor:
 
 def resample_svm(svm: SvmState, s_top, y, hyper: SvmHyper, seed, steps: int | None = None) -> SvmState:
     """lambda | beta, s; beta | lambda, omega, s; omega | beta, kappa; kappa | omega
-    (supplement eqs. Samplelambda and the beta conditional; exact, :mod:`dgdm_tf.supervised.bayes_svm`),
+    (supplement eqs. Samplelambda and the beta conditional; exact, :mod:`dgdm_tf.supervised.svm_gibbs`),
     ``steps`` scans (default ``hyper.steps``) with S fixed; scan j > 0 is seeded by fold-in."""
     s = design(s_top, svm.mean, svm.std)
     f = int(svm.omega.shape[1])
@@ -168,7 +169,7 @@ def log_density(svm: SvmState, s_top, y, hyper: SvmHyper) -> tf.Tensor:
 
 def targets(labels, n_classes: int) -> tf.Tensor:
     """(C, N) float64 one-vs-all targets in {-1, +1}."""
-    return tf.constant(S.one_vs_all_targets(np.asarray(labels), n_classes), tf.float64)
+    return tf.constant(svm_linalg.one_vs_all_targets(np.asarray(labels), n_classes), tf.float64)
 
 
 def decision_values(betas, mean, std, s_top) -> np.ndarray:

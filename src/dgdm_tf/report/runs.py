@@ -1,0 +1,127 @@
+"""The runs a dataset's table reads: which methods it has rows for, which images each of
+our rows trains and tests on, which CNN run is its peer, and their ``metrics.json``.
+
+Light (no TensorFlow): the workflow's wiring imports it (``workflow/lib/dgdm_workflow.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from dgdm_tf.report.paper import PAPER_TABLES
+
+#: methods the workflow has rules for (keep in sync with the config schema's enum)
+IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "pretrained_block_svm", "encoder_svm",
+                                         "unsupervised_svm", "supervised", "cnn", "mcem_map",
+                                         "model_averaging", "imagenet_transfer")
+
+#: our rows whose features come from the Gibbs samplers: each gets a "CNN, same images" cell
+GIBBS_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervised")
+#: the reference row shown under pretrained_svm (dgdm_tf.baselines.encoder)
+ENCODER_METHOD = "encoder_svm"
+#: the pretrained model's block posteriors given the image alone (dgdm_tf.pretrain.block_posterior)
+BLOCK_METHOD = "pretrained_block_svm"
+
+
+def row_subsets(block: Mapping[str, Any], method: str) -> dict[str, int | None] | None:
+    """Which images a row of ours trains and tests on, as the workflow's scripts pick
+    them: the dataset's seeded, stratified ``n_train`` / ``n_test`` subsets of each split
+    (``_common.split_subset``), then their first ``own`` images; returned as
+    ``{"train": own, "test": own}`` (None = the whole subset). ``pretrained_svm``,
+    ``encoder_svm`` and ``cnn``: the whole subsets; ``unsupervised_svm``:
+    ``topdown_features.n_train`` / ``n_test``; ``supervised``: ``supervised.n_train`` /
+    ``n_test``. None for the other methods (their own data paths)."""
+    if method in ("pretrained_svm", BLOCK_METHOD, ENCODER_METHOD, "cnn"):
+        return {"train": None, "test": None}
+    key = {"unsupervised_svm": "topdown_features", "supervised": "supervised"}.get(method)
+    if key is None:
+        return None
+    sub = block.get(key) or {}
+    return {"train": sub.get("n_train"), "test": sub.get("n_test")}
+
+
+def _whole(own: int | None, size: int | None) -> bool:
+    """Is the first ``own`` of a subset of ``size`` (None: all) the whole subset?"""
+    return own is None or (size is not None and int(own) >= int(size))
+
+
+def cnn_peer_run(block: Mapping[str, Any], method: str) -> str | None:
+    """The run directory, under ``results/<dataset>/``, of the CNN trained and tested on
+    the same images as our Gibbs row ``method``: ``"cnn"`` when the row uses the
+    dataset's whole ``n_train`` / ``n_test`` subsets (the ``cnn`` method's own images),
+    else ``"cnn_at/<method>"`` (rule ``cnn_at``). None when there is none: the dataset
+    does not run ``cnn`` or ``method``, or ``method`` is not a Gibbs row."""
+    enabled = list(block.get("methods", []) or [])
+    if method not in GIBBS_METHODS or method not in enabled or "cnn" not in enabled:
+        return None
+    own = row_subsets(block, method) or {}
+    if all(_whole(own.get(s), block.get(f"n_{s}")) for s in ("train", "test")):
+        return "cnn"
+    return f"cnn_at/{method}"
+
+
+def cnn_peer_runs(block: Mapping[str, Any]) -> dict[str, str]:
+    """Gibbs row -> :func:`cnn_peer_run` of every row of ``block`` that has one."""
+    out = {}
+    for method in GIBBS_METHODS:
+        run = cnn_peer_run(block, method)
+        if run is not None:
+            out[method] = run
+    return out
+
+
+def metrics_path(results_dir: str | os.PathLike, dataset: str, method: str) -> Path:
+    return Path(results_dir) / dataset / method / "metrics.json"
+
+
+def load_metrics(results_dir: str | os.PathLike, datasets: Mapping[str, Mapping[str, Any]]
+                 ) -> dict[tuple[str, str], dict]:
+    """The metrics.json of every enabled (dataset, method) that exists."""
+    out: dict[tuple[str, str], dict] = {}
+    for ds, block in datasets.items():
+        for method in block.get("methods", []) or []:
+            p = metrics_path(results_dir, ds, method)
+            if p.exists():
+                out[(ds, method)] = json.loads(p.read_text())
+        for run in cnn_peer_runs(block).values():  # the CNN at the Gibbs rows' sizes
+            p = Path(results_dir) / ds / run / "metrics.json"
+            if run != "cnn" and p.exists():
+                out[(ds, run)] = json.loads(p.read_text())
+        p = Path(results_dir) / ds / "inpainting" / "metrics.json"
+        if p.exists():  # missing-data interpolation: a table of its own under the dataset's
+            out[(ds, "inpainting")] = json.loads(p.read_text())
+    return out
+
+
+def dataset_methods(block: Mapping[str, Any],
+                    implemented: Iterable[str] = IMPLEMENTED_METHODS) -> list[str]:
+    """The methods a dataset's table has rows for (its paper table's rows of ours, in
+    order), then its enabled and the implemented methods not among them."""
+    table = PAPER_TABLES.get(block.get("paper_table") or "")
+    rows = [r.method for r in table.rows if r.method] if table is not None else []
+    return list(dict.fromkeys(rows + list(block.get("methods", []) or []) + list(implemented)))
+
+
+def runs_of_dataset(results_dir: str | os.PathLike, ds: str, block: Mapping[str, Any], *,
+                    implemented: Iterable[str] = IMPLEMENTED_METHODS
+                    ) -> tuple[dict[str, dict], dict[str, str]]:
+    """(method -> metrics.json of every enabled run that exists, method -> why there is
+    none) over :func:`dataset_methods`, for figures that show what has run."""
+    implemented = tuple(implemented)
+    enabled = list(block.get("methods", []) or [])
+    runs: dict[str, dict] = {}
+    missing: dict[str, str] = {}
+    for method in dataset_methods(block, implemented):
+        p = metrics_path(results_dir, ds, method)
+        if method in enabled and p.exists():
+            runs[method] = json.loads(p.read_text())
+        elif method in enabled:
+            missing[method] = f"no {p}"
+        elif method in implemented:
+            missing[method] = f"not enabled in datasets.{ds}.methods"
+        else:
+            missing[method] = "not implemented yet"
+    return runs, missing

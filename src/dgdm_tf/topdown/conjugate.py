@@ -1,0 +1,50 @@
+"""The conjugate conditionals of the top-down sampler: ``resample_theta`` (Dir),
+``resample_pi`` (Beta(1/K, 1-1/K) spike probability per image and top map),
+``resample_gamma_s``, ``resample_gamma_e`` (Gamma). gamma_s is one precision for the top
+layer (the paper is loose here; a per-(n, k) precision is unidentified under
+Gamma(1e-6, 1e-6) once a map is off in an image), over the active units only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.pretrain import kernel as pretrain
+from dgdm_tf.core.model import DeepModel
+from dgdm_tf.topdown.state import DeepState, fold_seed
+
+
+def resample_theta(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """theta_nk[l] | - ~ Dir(1/(p^2+1) + counts of each block state in the map)."""
+    out = []
+    for l, g in enumerate(model.geoms[:-1]):
+        counts = tf.reduce_sum(tf.one_hot(state.z[l], g.n_states), axis=[1, 2])  # N, K, S
+        out.append(pretrain.log_dirichlet_sample(model.alpha[l] + counts, fold_seed(seed, l)))
+    return state._replace(log_theta=tuple(out))
+
+
+def resample_pi(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """pi_nk | - ~ Beta(1/K + #on, 1 - 1/K + #off) over the top map's units."""
+    on = tf.reduce_sum(state.on, axis=[1, 2])  # N, K
+    total = float(model.top.hs * model.top.ws)
+    counts = tf.stack([on, total - on], axis=-1)
+    return state._replace(log_pi=pretrain.log_dirichlet_sample(model.pi_prior + counts, seed))
+
+
+def resample_gamma_s(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """gamma_s | - ~ Gamma(a_w + M/2, b_w + sum_active w^2 / 2), M active top units."""
+    h = model.hyper
+    shape = h.a_w + 0.5 * tf.reduce_sum(state.on)
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top))
+    return state._replace(gamma_s=tf.random.stateless_gamma([], seed, alpha=shape) / rate)
+
+
+def resample_gamma_e(state: DeepState, x, model: DeepModel, seed, mask=None) -> DeepState:
+    """gamma_e[n] | - ~ Gamma(a_e + n_obs/2, b_e + ||E_n||^2 / 2) (eq. SampleE)."""
+    h = model.hyper
+    n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
+             else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    ge = tf.random.stateless_gamma(tf.shape(sq), seed, alpha=h.a_e + 0.5 * n_obs) / (h.b_e + 0.5 * sq)
+    return state._replace(gamma_e=ge)

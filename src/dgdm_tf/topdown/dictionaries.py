@@ -1,0 +1,123 @@
+"""The dictionaries of the top-down sampler: ``resample_d``. D[0]: jointly per map from
+its exact Gaussian (reuses :func:`dgdm_tf.pretrain.kernel.resample_d`, Fourier domain).
+D[l], l >= 1: its conditional is Gaussian too but its precision couples every entry
+through the per-image unpooling below, so a joint draw would need an N-image Gram of
+dh*dw*K_{l-1} columns per map. It is updated by Hamiltonian Monte Carlo with a
+Metropolis correction (exact: the conditional is left invariant), with a diagonal mass
+matrix estimated from the conditional's own Hessian (Hutchinson probes; it does not
+depend on D[l], so the kernel stays valid at every sweep). The step size adapts during
+burn-in only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.pretrain import kernel as pretrain
+from dgdm_tf.pretrain.blocks import nhwc_to_blocks
+from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
+from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
+from dgdm_tf.core.ops import full_conv
+from dgdm_tf.topdown.state import DeepState, dense_z, masked, residual
+
+
+def _layer_s(state: DeepState, model: DeepModel, l: int, zd):
+    """S[l] (dense) from the current state."""
+    if l == model.n_layers - 1:
+        return state.s_top
+    xs = layer_inputs(state.s_top, model, state.d, zd)
+    return unpool_blocks(xs[l + 1], zd[l], model.geoms[l].p)
+
+
+def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
+               n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
+               power_iterations: int = 6):
+    """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
+
+    Returns (state, acceptance probability) -- 1.0 for the exact draw.
+    """
+    zd = dense_z(state, model)
+    s_l = _layer_s(state, model, l, zd)
+    if l == 0:
+        if mask is not None:
+            raise NotImplementedError("D[0] is drawn with every pixel observed; hold the "
+                                      "dictionaries fixed when pixels are missing")
+        g = model.geoms[0]
+        lm = LayerModel(g, model.hyper, top=False, n_images=int(x.shape[0]))
+        ps = PretrainState(
+            s=nhwc_to_blocks(s_l, g), z=None, d=state.d[0], log_theta=None,
+            gamma_w=None, gamma_e=state.gamma_e, resid=None, seed=None)
+        ps = pretrain.resample_d(ps, x, lm, seed)
+        d = list(state.d)
+        d[0] = ps.d
+        return state._replace(d=tuple(d), resid=ps.resid[:, : g.hx, : g.wx, :]), tf.constant(1.0)
+
+    ge = state.gamma_e[:, None, None, None]
+    prior = model.hyper.dict_prior_precision
+
+    def image(dl):
+        return masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), mask)
+
+    def potential_and_grad(dl):
+        with tf.GradientTape() as tape:
+            tape.watch(dl)
+            r = x - image(dl) if mask is None else masked(x - image(dl), mask)
+            u = 0.5 * tf.reduce_sum(ge * tf.square(r)) + 0.5 * prior * tf.reduce_sum(tf.square(dl))
+        return u, tape.gradient(u, dl)
+
+    s_probe, s_mom, s_acc = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
+    q0 = state.d[l]
+
+    def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v)))
+        return tape.gradient(quad, v) + prior * v
+
+    # diagonal mass: per-map mean of diag(Hessian) from one Rademacher probe
+    probe = tf.sign(tf.random.stateless_uniform(tf.shape(q0), s_probe, -1.0, 1.0))
+    mass = tf.maximum(tf.reduce_mean(probe * hess_vec(probe), axis=[0, 1, 2], keepdims=True), prior)
+    mass = tf.broadcast_to(mass, tf.shape(q0))
+    # step: the leapfrog is stable for eps < 2 / sqrt(lambda_max(M^-1/2 H M^-1/2)); a few
+    # power iterations estimate lambda_max, exp(hmc_log_step) scales it (adapted in burn-in)
+    # tf.while_loop, not Python loops, for the power iterations and the leapfrog: one
+    # traced copy of the operator and its gradient instead of one per step (tracing a
+    # sweep, not running it, is what small runs spend)
+    sqrt_mass = tf.sqrt(mass)  # outside the loop body: computed once, not per iteration
+
+    def power_step(i, v, lam):
+        w = hess_vec(v / sqrt_mass) / sqrt_mass
+        lam = tf.norm(w)
+        return i + 1, w / lam, lam
+
+    _, _, lam = tf.while_loop(lambda i, *_: i < power_iterations, power_step,
+                              (tf.constant(0), probe / tf.norm(probe), tf.constant(1.0)))
+    eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)
+    p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * sqrt_mass
+    u0, g0 = potential_and_grad(q0)
+
+    def leapfrog(i, q, p, u, grad):  # full momentum steps, the last one a half step
+        q = q + eps * p / mass
+        u, grad = potential_and_grad(q)
+        p = p - tf.where(i < n_leapfrog - 1, eps, 0.5 * eps) * grad
+        return i + 1, q, p, u, grad
+
+    _, q, p, u1, _ = tf.while_loop(lambda i, *_: i < n_leapfrog, leapfrog,
+                                   (tf.constant(0), q0, p0 - 0.5 * eps * g0, u0, g0))
+    h0 = u0 + 0.5 * tf.reduce_sum(p0 * p0 / mass)
+    h1 = u1 + 0.5 * tf.reduce_sum(p * p / mass)
+    log_acc = tf.minimum(0.0, h0 - h1)
+    log_acc = tf.where(tf.math.is_finite(log_acc), log_acc, -np.inf)
+    accept = tf.math.log(tf.random.stateless_uniform([], s_acc)) < log_acc
+    dl = tf.where(accept, q, q0)
+    d = list(state.d)
+    d[l] = dl
+    step = state.hmc_log_step
+    if adapt is not False:  # Robbins-Monro towards the target acceptance; burn-in only
+        gain = 0.5 * (tf.exp(log_acc) - target_accept)
+        if adapt is not True:  # a boolean tensor: one compiled sweep for both phases
+            gain = tf.where(adapt, gain, 0.0)
+        step = tf.tensor_scatter_nd_add(step, [[l]], [gain])
+    state = state._replace(d=tuple(d), hmc_log_step=step)
+    return state._replace(resid=residual(state, x, model, mask)), tf.exp(log_acc)

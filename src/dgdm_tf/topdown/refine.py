@@ -1,0 +1,313 @@
+"""Joint refinement of every layer (the paper's Gibbs sampler for the whole model, and
+with labels the supervised model of Sec. 2.3), run by :func:`dgdm_tf.mcmc.driver.run_chain`.
+
+Start from the pretrained dictionaries, ``burn_in`` sweeps (the HMC step sizes of D[l >= 1]
+adapt here only), then ``collect`` draws one every ``thin`` sweeps; the dictionaries,
+precisions and usage statistics are averaged over the draws. The chain is restartable:
+the whole state (with the seed it carries), the collection sums, the SVM and the kept
+models are checkpointed atomically every ``checkpoint_every`` sweeps, and a rerun with
+the same inputs resumes from there. Kernels are in :mod:`dgdm_tf.topdown.sweep`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.model import DeepModel
+from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.pretrain.chain import fingerprint
+from dgdm_tf.pretrain.chain_parts import check_finite
+from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.topdown.state import DeepState, init_state
+from dgdm_tf.topdown.sweep import log_joint, make_sweep_fn
+
+
+def trace_columns(model: DeepModel) -> list[str]:
+    cols = ["sweep", "phase", "log_joint", "rel_residual", "gamma_e_mean", "gamma_s",
+            "active_top"]
+    cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
+    cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
+    if model.supervised:
+        cols += ["svm_train_error", "svm_hinge", "svm_kappa"]
+    return cols + ["seconds"]
+
+
+def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, seconds,
+               mask=None, svm=None, y=None, svm_hyper=None):
+    row = {"sweep": sweep, "phase": phase,
+           "log_joint": float(log_joint(st, x, model, mask, svm, y, svm_hyper)),
+           "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
+           "gamma_e_mean": float(np.mean(np.asarray(st.gamma_e))),
+           "gamma_s": float(st.gamma_s), "active_top": float(np.mean(np.asarray(st.on)))}
+    for l, g in enumerate(model.geoms[:-1]):
+        row[f"active_layer{l + 1}"] = float(np.mean(np.asarray(st.z[l]) != g.off))
+    acc = np.asarray(stats["accept"])
+    for l in range(1, model.n_layers):
+        row[f"accept_d{l + 1}"] = float(acc[l])
+    if model.supervised:
+        if svm is None:  # the first sweep runs before the SVM exists
+            row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"))
+        else:
+            m = np.asarray(deep_svm.margins(svm, st.s_top))  # N, C
+            yy = np.asarray(y).T
+            row["svm_train_error"] = float(np.mean(np.argmax(m, 1) != np.argmax(yy, 1)))
+            row["svm_hinge"] = float(np.mean(np.maximum(1.0 - yy * m, 0.0)))
+            row["svm_kappa"] = float(np.mean(np.asarray(svm.kappa)))
+    row["seconds"] = seconds
+    return row
+
+
+def write_trace_csv(path, rows: list[dict], columns: list[str]) -> None:
+    lines = [",".join(columns)]
+    for r in rows:
+        lines.append(",".join(f"{r[c]:.7g}" if isinstance(r[c], float) else str(r[c]) for c in columns))
+    atomic_io.write_text(path, "\n".join(lines) + "\n")
+
+
+def _state_to_numpy(st, prefix: str = "state") -> dict:
+    out = {}
+    for name, v in st._asdict().items():
+        if isinstance(v, tuple):
+            out[f"{prefix}_{name}_n"] = np.array(len(v))
+            for i, t in enumerate(v):
+                out[f"{prefix}_{name}_{i}"] = np.asarray(t)
+        else:
+            out[f"{prefix}_{name}"] = np.asarray(v)
+    return out
+
+
+def _state_from_numpy(z, cls=DeepState, prefix: str = "state"):
+    kw = {}
+    for name in cls._fields:
+        if f"{prefix}_{name}_n" in z:
+            kw[name] = tuple(tf.constant(z[f"{prefix}_{name}_{i}"])
+                             for i in range(int(z[f"{prefix}_{name}_n"])))
+        else:
+            kw[name] = tf.constant(z[f"{prefix}_{name}"])
+    return cls(**kw)
+
+
+def _averages(st: DeepState, model: DeepModel) -> dict:
+    """Per-draw statistics the collection averages: dictionaries, precisions, usage."""
+    out = {f"d{l}": np.asarray(d) for l, d in enumerate(st.d)}
+    out["gamma_s"] = np.asarray(st.gamma_s)
+    out["gamma_e"] = np.asarray(st.gamma_e)
+    out["on_rate"] = np.asarray(st.on).mean(axis=(0, 1, 2))  # K_top
+    for l, g in enumerate(model.geoms[:-1]):
+        counts = np.eye(g.n_states, dtype=np.float32)[np.asarray(st.z[l])].mean(axis=(0, 1, 2))
+        out[f"theta{l}"] = counts  # K, S: how often each block state is used
+    return out
+
+
+def _averaged_beta(scan, svm, s_top, y, n: int, seed) -> np.ndarray:
+    """Mean beta over ``n`` SVM scans (``scan(svm, s_top, y, seed)``, compiled once per
+    chain) with S[L] held; scan i seeded by fold-in of i."""
+    acc = np.zeros(svm.beta.shape, np.float64)
+    for i in range(n):
+        svm = scan(svm, s_top, y, tf.random.experimental.stateless_fold_in(seed, i))
+        acc += np.asarray(svm.beta)
+    return acc / n
+
+
+class _RefineKernel(Kernel):
+    """One refinement sweep (:func:`dgdm_tf.topdown.sweep.make_sweep_fn`) for
+    :func:`dgdm_tf.mcmc.driver.run_chain`. State: (the model's state, the SVM's state or
+    None, the kept models). With labels (``y``) the SVM starts after the first sweep."""
+
+    def __init__(self, x, dictionaries, model, *, seed, burn_in, thin, gamma_e_init,
+                 gamma_s_init, n_leapfrog, chunk, y, n_classes, shyper, svm_warmup,
+                 svm_average, keep, say, trace_path):
+        self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
+        self.dictionaries, self.model, self.seed = dictionaries, model, seed
+        self.burn_in, self.thin, self.n_leapfrog, self.chunk = burn_in, thin, n_leapfrog, chunk
+        self.gamma_e_init, self.gamma_s_init = gamma_e_init, gamma_s_init
+        self.y, self.n_classes, self.shyper = y, n_classes, shyper
+        self.supervised = y is not None
+        self.svm_warmup, self.svm_average, self.keep = svm_warmup, svm_average, keep
+        self.say, self.trace_path, self.cols = say, trace_path, trace_columns(model)
+
+    def start(self):
+        state = init_state(self.x, self.model, self.dictionaries,
+                           tf.constant([self.seed, 0xDEE9], tf.int32),
+                           gamma_e_init=self.gamma_e_init, gamma_s_init=self.gamma_s_init)
+        return state, None, []
+
+    def restore(self, z):
+        svm = _state_from_numpy(z, deep_svm.SvmState, "svm") if "svm_beta" in z else None
+        samples = [{k[len(f"sample{i}_"):]: z[k] for k in z if k.startswith(f"sample{i}_")}
+                   for i in range(int(z["n_samples"]) if "n_samples" in z else 0)]
+        return _state_from_numpy(z), svm, samples
+
+    def arrays(self, chain_state):
+        state, svm, samples = chain_state
+        arrs = _state_to_numpy(state)
+        if svm is not None:
+            arrs.update(_state_to_numpy(svm, "svm"))
+        arrs["n_samples"] = np.array(len(samples))
+        for i, smp in enumerate(samples):
+            arrs.update({f"sample{i}_{k}": v for k, v in smp.items()})
+        return arrs
+
+    def begin(self, chain_state, done):
+        # one compiled sweep for burn-in and collection (the adaptation flag is an argument)
+        self.sweep_fn = make_sweep_fn(self.model, adapt="argument", n_leapfrog=self.n_leapfrog,
+                                      chunk=self.chunk)
+        if self.supervised:
+            shyper = self.shyper
+            self.sup_fn = make_sweep_fn(self.model, adapt="argument", n_leapfrog=self.n_leapfrog,
+                                        svm_hyper=shyper, chunk=self.chunk)
+            self.svm_scan = compiled(lambda sv, s_top, yy, sd: deep_svm.resample_svm(
+                sv, s_top, yy, shyper, sd, steps=1))
+
+    def step(self, chain_state, t):
+        state, svm, samples = chain_state
+        xt, y, shyper, seed = self.xt, self.y, self.shyper, self.seed
+        t0 = time.time()
+        phase = "burn-in" if t < self.burn_in else "collect"
+        if svm is None:
+            state, stats = self.sweep_fn(state, xt, tf.constant(phase == "burn-in"))
+            if self.supervised:  # the SVM starts after the first sweep, standardised by it
+                mean, std = deep_svm.standardisation(stats["expected_top"], scale=shyper.scale)
+                svm = deep_svm.init_svm(self.n_classes, mean, std, len(self.x), shyper)
+                if self.svm_warmup > 0:
+                    svm = deep_svm.resample_svm(svm, state.s_top, y, shyper,
+                                                tf.constant([seed, 0x5A3], tf.int64),
+                                                steps=self.svm_warmup)
+        else:
+            state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(phase == "burn-in"))
+            check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
+        sec = time.time() - t0
+        for l, d in enumerate(state.d):
+            check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
+        check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
+        row = _trace_row(t + 1, phase, state, xt, self.model, self.x_norm, stats, sec,
+                         svm=svm, y=y, svm_hyper=shyper)
+        sample = None
+        if t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0:
+            sample = _averages(state, self.model)
+            sample["features"] = np.asarray(stats["expected_top"]).reshape(len(self.x), -1)
+            sample["count"] = np.array(1.0)
+            if self.supervised and (t + 1 - self.burn_in) // self.thin - 1 in self.keep:
+                # a model to predict with: its dictionaries and beta
+                beta = np.asarray(svm.beta)
+                if self.svm_average > 0:
+                    beta = _averaged_beta(self.svm_scan, svm, state.s_top, y, self.svm_average,
+                                          tf.random.experimental.stateless_fold_in(
+                                              tf.constant([seed, 0xA7E], tf.int64), t))
+                samples = samples + [{**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},
+                                      "beta": beta}]
+        return (state, svm, samples), row, sample
+
+    def report(self, rows, total, sec_per_step):
+        row = rows[-1]
+        sup = (f" SVM train error {row['svm_train_error']:.4f}"
+               if self.supervised and not np.isnan(row["svm_train_error"]) else "")
+        self.say(f"refine sweep {row['sweep']}/{total} ({row['phase']}) log joint "
+                 f"{row['log_joint']:.6g} rel.resid={row['rel_residual']:.4f} active "
+                 f"top={row['active_top']:.3f} gamma_e={row['gamma_e_mean']:.4g}{sup} "
+                 f"{row['seconds']:.2f} s/sweep, ETA {(total - row['sweep']) * sec_per_step:.0f} s")
+        if self.trace_path:
+            write_trace_csv(self.trace_path, rows, self.cols)
+
+
+def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
+               seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
+               gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
+               n_leapfrog: int = 10, checkpoint_dir=None, checkpoint_every: int = 10,
+               trace_path=None, progress: Callable[[str], None] | None = print,
+               stop_after: int | None = None, labels=None, n_classes: int | None = None,
+               svm_hyper: dict | None = None, keep_models: int | None = None,
+               svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
+               scan: str = "random") -> dict | None:
+    """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
+
+    ``chunk``: draw the per-image steps that many images at a time (memory: the top
+    units' data-plane images are units x images x footprint); None, or at least N, draws
+    all at once. ``scan``: the sweeps' visiting order (:class:`DeepModel`; "fixed" repeats
+    the draws of the sampler before the random scan); part of the checkpoint's
+    fingerprint, so a chain never resumes from one of the other scan.
+
+    Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
+    'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
+    'features': (N, F) Rao-Blackwellised posterior mean of S[L-1] of the images,
+    'sweeps', 'seconds', 'trace'}; None when ``stop_after`` ended the run early.
+
+    With ``labels`` (ints in [0, n_classes)) this is the supervised model (Sec. 2.3): the
+    Bayesian SVM (:mod:`dgdm_tf.supervised.joint_svm`, ``svm_hyper``) is trained jointly. The first
+    sweep runs without it (beta = 0 would add nothing); its features fix the SVM's
+    standardisation, and ``svm_warmup`` SVM scans on its draw of S[L] give beta a start
+    that fits (exact Gibbs steps with S held, so the chain is unchanged in law). The
+    result then also holds 'samples': every collected draw's
+    dictionaries and beta ({'D': [per layer (S, ...)], 'beta': (S, C, F+1)}, only
+    ``keep_models`` of them, evenly spaced, the last included, when given), and
+    'svm_mean', 'svm_std'. With ``svm_average`` > 0 a kept model's beta is instead the
+    mean of that many further SVM scans with its S[L] held, started from its state: draws
+    of beta from its conditional given the kept state, so a decision value averaged over
+    them is Rao-Blackwellised over beta (a side computation: the chain goes on from the
+    kept state, unchanged).
+    """
+    x = np.asarray(x, np.float32)
+    if x.ndim != 4:
+        raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
+    check_finite("refinement input x", x)
+    if burn_in < 0 or collect < 1 or thin < 1:
+        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    say = progress or (lambda _m: None)
+    ks = [int(np.shape(d)[-1]) for d in dictionaries]
+    supervised = labels is not None
+    model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised, scan=scan).with_ks(ks)
+    total = burn_in + collect * thin
+    chunk = int(chunk) if chunk is not None and int(chunk) < len(x) else None
+    extra = {} if chunk is None else {"chunk": chunk}
+    if scan != "fixed":  # absent for the old sampler's order: its checkpoints still resume
+        extra["scan"] = scan
+    keep = set(range(collect))
+    if keep_models is not None:
+        keep = {collect - 1 - int(round(j * collect / keep_models)) for j in range(min(keep_models, collect))}
+    if supervised:
+        labels = np.asarray(labels, np.int64)
+        if labels.shape != (len(x),) or n_classes is None or labels.min() < 0 or labels.max() >= n_classes:
+            raise ValueError(f"labels must be {len(x)} ints in [0, n_classes={n_classes})")
+        shyper = deep_svm.SvmHyper.from_dict(svm_hyper)
+        y = deep_svm.targets(labels, n_classes)
+        extra.update(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
+                     svm_warmup=int(svm_warmup), svm_average=int(svm_average))
+    fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
+                      collect=collect, thin=thin, hyper=model.hyper.__dict__,
+                      gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
+                      **extra)
+    kernel = _RefineKernel(x, dictionaries, model, seed=seed, burn_in=burn_in, thin=thin,
+                           gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
+                           n_leapfrog=n_leapfrog, chunk=chunk, y=y if supervised else None,
+                           n_classes=n_classes, shyper=shyper if supervised else None,
+                           svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
+                           say=say, trace_path=trace_path)
+    ck = Checkpoint(Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None, fp,
+                    every=checkpoint_every,
+                    resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
+    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    if run is None:
+        return None
+    acc, rows, (_, svm, samples) = run.sums, run.rows, run.state
+    cnt = float(acc["count"])
+    out_sup = {}
+    if supervised:
+        out_sup = {"samples": {"D": [np.stack([smp[f"d{l}"] for smp in samples])
+                                     for l in range(model.n_layers)],
+                               "beta": np.stack([smp["beta"] for smp in samples])},
+                   "svm_mean": np.asarray(svm.mean), "svm_std": np.asarray(svm.std)}
+    return {**out_sup, "D": [(acc[f"d{l}"] / cnt).astype(np.float32) for l in range(model.n_layers)],
+            "gamma_s": float(acc["gamma_s"] / cnt), "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
+            "on_rate": (acc["on_rate"] / cnt).astype(np.float32),
+            "theta": [(acc[f"theta{l}"] / cnt).astype(np.float32) for l in range(model.n_layers - 1)],
+            "features": (acc["features"] / cnt).astype(np.float32), "sweeps": total,
+            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
+
+

@@ -1,0 +1,232 @@
+"""Sweeps of the L-layer top-down model's Gibbs sampler (supplement, "Full Conditional
+Posterior Distribution"): the top units (:mod:`dgdm_tf.topdown.top_units`), the
+unpooling blocks of layers L-2 .. 0 (:mod:`dgdm_tf.topdown.unpooling`), every D
+(:mod:`dgdm_tf.topdown.dictionaries`), then theta, pi, gamma_s, gamma_e
+(:mod:`dgdm_tf.topdown.conjugate`); with the supervised model the SVM's variables last.
+Every step leaves the joint posterior invariant (exact by default). Also the compiled
+sweep (whole batch or image chunks) and the log joint.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.model import DeepModel
+from dgdm_tf.topdown.conjugate import (
+    resample_gamma_e,
+    resample_gamma_s,
+    resample_pi,
+    resample_theta,
+)
+from dgdm_tf.topdown.dictionaries import resample_d
+from dgdm_tf.topdown.state import DeepState, fold_seed, residual
+from dgdm_tf.topdown.top_units import resample_top
+from dgdm_tf.topdown.unpooling import resample_z
+
+PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
+
+
+def take_images(state: DeepState, sl: slice) -> DeepState:
+    """The state restricted to images ``sl`` (every per-image field sliced; globals kept)."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        out[f] = tuple(t[sl] for t in v) if isinstance(v, tuple) else v[sl]
+    return state._replace(**out)
+
+
+def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
+    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        if isinstance(v, tuple):
+            out[f] = tuple(tf.concat([getattr(p, f)[i] for p in parts], 0) for i in range(len(v)))
+        else:
+            out[f] = tf.concat([getattr(p, f) for p in parts], 0)
+    return state._replace(**out)
+
+
+def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask=None,
+                fast_bottom: bool = True, svm_terms=None):
+    """The per-image part of a sweep: the top units, then the unpooling blocks of layers
+    L-2 .. 0 (eqs. SampleS, SampleZ). Given D, gamma_s and each image's own theta, pi,
+    gamma_e (and lambda, beta), images are conditionally independent, so running this on
+    any split of the images into chunks draws from the same conditionals.
+    Returns (state, RB posterior mean of S[L-1])."""
+    state, expected = resample_top(state, x, model, seed_top, mask, return_expected=True,
+                                   fast=fast_bottom, svm_terms=svm_terms)
+    for l in range(model.n_layers - 2, -1, -1):
+        state = resample_z(state, x, model, l, fold_seed(seed_z, l), mask, fast=fast_bottom)
+    return state, expected
+
+
+def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
+                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10):
+    """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
+    and gamma_e. ``seeds``: the sweep's 8-way split. Returns (state, HMC acceptance per layer)."""
+    accept = [tf.constant(1.0)] * model.n_layers
+    if update_globals:
+        for l in range(model.n_layers):
+            state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds[3], l), mask=mask,
+                                          n_leapfrog=n_leapfrog, adapt=adapt)
+        state = resample_gamma_s(state, x, model, seeds[4])
+    state = resample_theta(state, x, model, seeds[5])
+    state = resample_pi(state, x, model, seeds[6])
+    state = resample_gamma_e(state, x, model, seeds[7], mask)
+    return state, tf.stack(accept)
+
+
+def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
+          adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
+          svm=None, y=None, svm_hyper=None):
+    """One sweep: top units, then the blocks of layers L-2 .. 0 (:func:`local_steps`),
+    then (with ``update_globals``) every D and gamma_s, then theta, pi and gamma_e
+    (:func:`global_steps`); with ``svm`` (supervised model: a
+    :class:`dgdm_tf.supervised.joint_svm.SvmState`, ``y`` the (C, N) targets) the top units see the
+    SVM terms and lambda, beta, omega, kappa are drawn last.
+
+    Returns (state, stats) with stats = {'expected_top': RB posterior mean of S[L-1] at
+    this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)} and, with
+    ``svm``, 'svm': the new SVM state.
+    """
+    seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
+    state = state._replace(seed=seeds[0])
+    # rebuild the residual from X: no round-off drifts across sweeps
+    state = state._replace(resid=residual(state, x, model, mask))
+    terms = None
+    if svm is not None:
+        terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
+    state, expected = local_steps(state, x, model, seeds[1], seeds[2], mask=mask,
+                                  fast_bottom=fast_bottom, svm_terms=terms)
+    state, accept = global_steps(state, x, model, seeds, mask=mask, update_globals=update_globals,
+                                 adapt=adapt, n_leapfrog=n_leapfrog)
+    stats = {"expected_top": expected, "accept": accept}
+    if svm is not None:
+        # own stream folded from seeds[4]: the split stays at 8, so unsupervised chains
+        # draw exactly what they drew before supervision existed
+        stats["svm"] = deep_svm.resample_svm(svm, state.s_top, y, svm_hyper,
+                                             fold_seed(seeds[4], 0x5F3))
+    return state, stats
+
+
+def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt,
+                      n_leapfrog: int, fast_bottom: bool, svm_hyper=None):
+    """:func:`sweep` with the per-image steps run ``chunk`` images at a time, one compiled
+    call per chunk, so the top units' data-plane images (units x images x footprint, 120 GB
+    for all 60000 MNIST images) are held for one chunk only. Chunk c > 0 is seeded by
+    fold-in of c into the sweep's streams (chunk 0 by the streams themselves, so one chunk
+    of all images is :func:`sweep`); the globals see all images at once."""
+    local = compiled(
+        lambda st, x, s1, s2, terms: local_steps(
+            st._replace(resid=residual(st, x, model)), x, model, s1, s2,
+            fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
+    glob = compiled(lambda st, x, seeds, ad: global_steps(
+        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog),
+        reduce_retracing=True)
+    svm_fn = None
+    if svm_hyper is not None:
+        svm_fn = compiled(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
+
+    def f(state, *args):
+        if adapt == "argument":
+            args, ad = args[:-1], tf.convert_to_tensor(args[-1])
+        else:  # a Python bool inside the compiled function: no tf.where when not adapting
+            ad = adapt
+        svm, x, y = args if svm_hyper is not None else (None, args[0], None)
+        n = int(x.shape[0])
+        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
+        state = state._replace(seed=seeds[0])
+        terms = None
+        if svm is not None:
+            terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
+        parts, expected = [], []
+        for c, lo in enumerate(range(0, n, chunk)):
+            sl = slice(lo, min(lo + chunk, n))
+            tc = None if terms is None else {**terms, "target": terms["target"][sl],
+                                             "weight": terms["weight"][sl]}
+            s1, s2 = (seeds[1], seeds[2]) if c == 0 else (fold_seed(seeds[1], c), fold_seed(seeds[2], c))
+            st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
+            parts.append(st_c)
+            expected.append(ex)
+        state, accept = glob(concat_images(state, parts), x, tf.stack(seeds), ad)
+        stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
+        if svm is None:
+            return state, stats
+        return state, svm_fn(svm, state.s_top, y, fold_seed(seeds[4], 0x5F3)), stats
+
+    return f
+
+
+def supervised_sweep(state: DeepState, svm, x, y, model: DeepModel, svm_hyper, **kw):
+    """:func:`sweep` of the supervised model: returns (state, svm, stats)."""
+    state, stats = sweep(state, x, model, svm=svm, y=y, svm_hyper=svm_hyper, **kw)
+    return state, stats.pop("svm"), stats
+
+
+def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None,
+              svm_hyper=None) -> tf.Tensor:
+    """log p(X, all variables), dropping only terms that are constant in every variable
+    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors); with
+    ``svm`` the SVM's augmented pseudo-likelihood and priors too."""
+    h = model.hyper
+    n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
+             else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
+    ge = state.gamma_e
+    sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+    lj = tf.reduce_sum(0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
+    lj += tf.reduce_sum([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
+    for l, g in enumerate(model.geoms[:-1]):
+        oh = tf.one_hot(state.z[l], g.n_states)  # N, nbh, nbw, K, S
+        lj += tf.reduce_sum(oh * state.log_theta[l][:, None, None, :, :])
+        lj += tf.reduce_sum((model.alpha[l] - 1.0) * state.log_theta[l])
+    lp = state.log_pi  # N, K, 2
+    lj += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1])
+    lj += tf.reduce_sum((model.pi_prior - 1.0) * lp)
+    gs = state.gamma_s
+    n_on = tf.reduce_sum(state.on)
+    lj += 0.5 * n_on * tf.math.log(gs / (2 * np.pi)) - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top))
+    lj += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
+    lj += tf.reduce_sum((h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge)
+    if svm is not None:
+        lj += deep_svm.log_density(svm, state.s_top, y, svm_hyper)
+    return lj
+
+
+def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
+                  adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
+                  svm_hyper=None, chunk: int | None = None):
+    """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
+    supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``. With ``chunk`` the
+    per-image steps run that many images at a time (memory; no mask): the same
+    conditionals, drawn from other seeds than the unchunked sweep. ``adapt``: True
+    (burn-in: the HMC steps adapt), False, or ``"argument"``: f takes the flag as a
+    boolean tensor after its other arguments, so burn-in and collection share one trace
+    (tracing a sweep takes longer than running a few; the draws are those of True /
+    False)."""
+    if adapt == "argument":
+        def bind(fn):  # the compiled function of a sweep with the flag as last argument
+            return lambda *args: fn(*args[:-1], adapt=args[-1])
+    elif isinstance(adapt, bool):
+        def bind(fn):
+            return lambda *args: fn(*args, adapt=adapt)
+    else:
+        raise ValueError(f"adapt must be True, False or 'argument', not {adapt!r}")
+    kw = dict(update_globals=update_globals, n_leapfrog=n_leapfrog, fast_bottom=fast_bottom)
+    if chunk is not None:
+        if mask_given:
+            raise ValueError("chunked sweeps take no mask (refinement and training have none)")
+        return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, adapt=adapt, **kw)
+    if svm_hyper is not None:
+        return compiled(bind(lambda st, svm, x, y, adapt: supervised_sweep(
+            st, svm, x, y, model, svm_hyper, adapt=adapt, **kw)), reduce_retracing=True)
+    if mask_given:
+        return compiled(bind(lambda st, x, mask, adapt: sweep(st, x, model, mask=mask, adapt=adapt, **kw)),
+                        reduce_retracing=True)
+    return compiled(bind(lambda st, x, adapt: sweep(st, x, model, adapt=adapt, **kw)),
+                    reduce_retracing=True)
