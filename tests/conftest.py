@@ -17,10 +17,10 @@ if str(SRC) not in sys.path:
 # xdist's own order (most tests first) left the two single-test end-to-end workflow files,
 # about 4 minutes together, for last. Only the order changes, never what runs.
 HEAVIEST_FIRST = (
-    "test_workflow.py", "test_deep_gibbs.py", "test_deep_svm.py", "test_workflow_datasets.py",
-    "test_workflow_scale.py", "test_deep_chain.py", "test_pretrain_stream.py",
-    "test_mcem_benchmark.py",
-    "test_deep_smcem.py", "test_data.py",
+    "test_workflow.py", "test_topdown_sweep.py", "test_supervised_joint_svm.py", "test_workflow_datasets.py",
+    "test_workflow_scale.py", "test_topdown_chain.py", "test_pretrain_stream.py",
+    "test_bench_mcem.py",
+    "test_mcem_stochastic.py", "test_data.py",
 )
 
 

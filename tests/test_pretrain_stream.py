@@ -58,7 +58,7 @@ def test_stored_blocks_rebuild_the_state_exactly():
 def test_geweke_streamed_sweep():
     """Successive-conditional simulation through the streamed sweep keeps the joint
     (|z| < 4: 300 chains of 20 sweeps), two images in two batches of one, the nine test
-    functions of the in-memory sweep's Geweke test (test_pretrain.py). Its power: with
+    functions of the in-memory sweep's Geweke test (test_pretrain_kernel.py). Its power: with
     D's statistics taken from the blocks before the (z, W) step instead of after (a
     plausible slip of a streamed sweep) the data-reconstruction cross term gave z = 4.2;
     errors inside D's draw are pinned by test_d_from_batch_statistics_is_resample_d."""

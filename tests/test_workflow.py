@@ -139,6 +139,18 @@ def smoke_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_every_job_ran_the_library_of_its_own_checkout(smoke_run):
+    """The jobs import dgdm_tf from the copy's src/, not from an installed package or
+    another checkout (Snakemake may import workflow/scripts/_common.py from its source
+    cache, where no src/ sits beside it)."""
+    repo, _ = smoke_run
+    logs = sorted((repo / "results" / "logs").rglob("*.log"))
+    starts = [l for p in logs for l in p.read_text().splitlines() if "=== rule" in l]
+    assert len(starts) >= 10
+    want = f"from {(repo / 'src' / 'dgdm_tf').resolve()}"
+    assert all(want in l for l in starts), [l for l in starts if want not in l][:3]
+
+
 def test_smoke_end_to_end_tables(smoke_run):
     repo, cfg = smoke_run
     md = (repo / "results" / "tables.md").read_text()

@@ -12,7 +12,7 @@ results/mnist/pretrained_svm/metrics.json``:
 
 2026-11-25 (2 cores, TensorFlow 2.21): ``on`` -> 283-1 683 of the 102 400 means differ
 (two probes of five retraces; the drawn states agree: the logits are an ulp apart); ``off`` -> 0. The test
-``tests/test_compiled.py`` checks the same on random dictionaries.
+``tests/test_core_compiled.py`` checks the same on random dictionaries.
 """
 import sys
 

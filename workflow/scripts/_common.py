@@ -14,8 +14,18 @@ import traceback
 import zlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO / "src") not in sys.path:
+
+def _repo() -> Path:
+    """The repository this job runs: Snakemake may import this module from its source
+    cache (no src/ beside it), but runs the job's script from <repo>/.snakemake/scripts/."""
+    for cand in (Path(__file__).resolve().parents[2], Path(sys.argv[0]).resolve().parents[2]):
+        if (cand / "src" / "dgdm_tf").is_dir():
+            return cand
+    return Path(__file__).resolve().parents[2]
+
+
+REPO = _repo()
+if str(REPO / "src") not in sys.path[:1]:
     sys.path.insert(0, str(REPO / "src"))
 
 _T0 = time.perf_counter()
@@ -52,8 +62,11 @@ def start(snakemake, *, tensorflow: bool = False) -> None:
             terminal.flush()
 
         sys.excepthook = hook
+    import dgdm_tf  # only its version: the library this job runs, named in the log
+
     progress(f"=== rule {snakemake.rule} {dict(snakemake.wildcards)} started, "
-             f"{threads} thread(s), pid {os.getpid()}")
+             f"{threads} thread(s), pid {os.getpid()}, dgdm_tf {dgdm_tf.__version__} from "
+             f"{Path(dgdm_tf.__file__).parent}")
     if tensorflow:
         import tensorflow as tf
 

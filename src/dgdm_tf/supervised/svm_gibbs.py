@@ -25,7 +25,7 @@ Model (one binary SVM per class ``l`` of ``C``; ``y_n = +1`` if ``label_n == l``
 * ``gamma``: fixed (default 1) or, with ``sample_gamma=True``, ``gamma ~ Gamma(a_gamma,
   b_gamma)`` shared by all ``C`` SVMs, as the paper says.
 
-Gibbs conditionals (the pure functions below; every one checked in ``tests/test_svm.py``):
+Gibbs conditionals (the pure functions below; every one checked in ``tests/test_supervised_svm.py``):
 
 * ``lambda_n``: ``p(lambda | .) ∝ lambda^-1/2 exp(-gamma c^2/(2 lambda) - gamma lambda/2)``
   = GIG(1/2, gamma, gamma c^2); with ``u = 1/lambda`` this is
@@ -65,7 +65,7 @@ classes in 10-D, centres 1.2 x N(0, I), unit noise, 2000 training and 5000 test 
 0.0015 after 1000, while the training error rose 5.7 % -> 8.6 % -> 14 % -> 41 % and
 the test error of the last sample was 30 %.  With gamma fixed at 0.1, 1 or 10 (kappa
 learned) the same data give 5.1 %, 5.1 %, 5.0 % test error (EM: 5.1 %).
-``tests/test_svm.py`` checks the drift.  The regularisation that *should* adapt is the Laplace rate ``kappa``, whose prior is
+``tests/test_supervised_svm.py`` checks the drift.  The regularisation that *should* adapt is the Laplace rate ``kappa``, whose prior is
 normalised, and the MAP depends only on the ratio ``sqrt(2 kappa)/gamma`` — so fixing
 ``gamma = 1`` and learning ``kappa`` loses nothing and is sound.  ``sample_gamma=True``
 is kept as an option for the paper's literal model (use it only with an informative

@@ -166,7 +166,7 @@ def test_d_conditional_matches_exact_gaussian():
 @pytest.mark.slow
 def test_geweke_joint_distribution():
     """Successive-conditional simulation keeps the joint (|z| < 4: 125 independent chains
-    of 20 sweeps, each from an exact joint draw, :func:`test_deep_gibbs.geweke_chains`) on
+    of 20 sweeps, each from an exact joint draw, :func:`_deep_geweke.geweke_chains`) on
     nine test functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross
     terms. The geometry has partial edge blocks, two colours per axis and two input
     channels."""

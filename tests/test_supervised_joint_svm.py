@@ -60,7 +60,7 @@ def _svm_stats(st, svm, x, rec, model, y):
 def test_geweke_supervised_sweep():
     """Successive-conditional simulation of the supervised model from exact joint draws
     (rejection) keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with
-    their starts: test_deep_gibbs.geweke_chains) on the deep model's test functions and on
+    their starts: _deep_geweke.geweke_chains) on the deep model's test functions and on
     beta, kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
     A non-trivial fixed standardisation exercises the coefficient mapping."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},

@@ -1,6 +1,6 @@
 """Tempered burn-in (dgdm_tf.mcmc.anneal) of the layer sampler with a fixed scan order,
 started with every block off (the sampler before the random scan and the ridge start,
-``scan="fixed", start=None``; tests/test_ridge_start.py tests the default).
+``scan="fixed", start=None``; tests/test_pretrain_ridge_start.py tests the default).
 
 On data drawn from the model with similar, overlapping atoms (smooth strokes at six
 orientations), such a chain started at the true noise precision freezes in its first

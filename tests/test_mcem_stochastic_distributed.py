@@ -2,7 +2,7 @@
 gradients sum to the whole batch's (the prior counted once), and a run over two devices
 (two logical CPUs, in a subprocess: devices are fixed when TensorFlow starts) runs the
 supervised model (the gather of S[L] and lambda for beta's step) to finite numbers.
-Resuming is device-independent code, tested on one device in test_deep_smcem."""
+Resuming is device-independent code, tested on one device in test_mcem_stochastic."""
 
 from __future__ import annotations
 
