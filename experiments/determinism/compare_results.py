@@ -6,7 +6,7 @@ one after a change that must not move the numbers):
 
 Arrays (.npz), JSON, CSV/TSV, text and figures are compared exactly, except what measures
 time: keys and columns whose name has the word seconds, elapsed, started, finished, date
-or rss, or ends in _per_s (``TIMING``), durations in text lines (``TIMING_LINE``), the
+rss, wall or cpu_time, ends in _per_s, or is ratio_to_floor (a ratio of two timings) (``TIMING``), durations in text lines (``TIMING_LINE``), the
 folders of timings and logs (``SKIP_DIRS``) and figures of times (``SKIP_FILES``).
 Prints one line per file that differs, and where; exits 1 if any does, 0 if none.
 """
@@ -24,12 +24,12 @@ import pandas as pd
 
 #: names of keys and columns whose values are wall-clock measurements (whole words of a
 #: snake_case name: "beta", "theta" or "learning_rate" are not timings)
-TIMING = re.compile(r"(^|_)(seconds|second|minutes|elapsed|finished|started|date|rss)(_|$)"
-                    r"|_per_s(econd)?$")
+TIMING = re.compile(r"(^|_)(seconds|second|minutes|elapsed|finished|started|date|rss|wall|cpu_time)(_|$)"
+                    r"|_per_s(econd)?$|^ratio_to_floor$")
 #: folders written for timing and logs alone (Snakemake's benchmark: and log: files)
 SKIP_DIRS = {"benchmarks", "logs"}
-#: figures whose axes are measured times
-SKIP_FILES = {"error_vs_time.png"}
+#: figures whose axes are measured times; the workflow jobs' own benchmark files gathered (wall, CPU, memory, load)
+SKIP_FILES = {"error_vs_time.png", "benchmarks_scaling.png", "benchmarks_rules.csv"}
 #: in text lines (the tables' wall-time column), durations such as "59.1 s" or
 #: "1 min 02 s", and dates
 TIMING_LINE = re.compile(r"((\d+(\.\d+)?\s*(s|min|h|seconds|minutes)\b\s*)+|\d{4}-\d{2}-\d{2})")
