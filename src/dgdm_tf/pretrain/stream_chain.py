@@ -18,7 +18,6 @@ ends bit-for-bit where an uninterrupted run ends (same machine, same TF build).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -74,19 +73,19 @@ class _StreamKernel(Kernel):
     so the driver checkpoints (``head.npz``) after every sweep."""
 
     def __init__(self, x, model, *, bounds, store, seed, burn_in, thin, prune_min_usage,
-                 dict_init, start, fingerprint, jit_compile, anneal, say, trace_path, total):
+                 dict_init, start, jit_compile, anneal, say, trace_path, total):
         self.total = total
         self.x, self.model, self.bounds, self.store = x, model, bounds, store
         self.n, self.x_norm = len(x), float(np.linalg.norm(x))
         self.seed, self.burn_in, self.thin, self.prune = seed, burn_in, thin, prune_min_usage
-        self.dict_init, self.start_with, self.fingerprint = dict_init, start, fingerprint
+        self.dict_init, self.start_with = dict_init, start
         self.jit, self.anneal, self.say, self.trace_path = jit_compile, anneal, say, trace_path
 
     def start(self):
         for old in self.store.root.glob("buffer*"):  # another run's batches
             shutil.rmtree(old, ignore_errors=True)
         return self.restore(_start(self.x, self.model, self.bounds, self.store, self.seed,
-                                   self.dict_init, self.start_with, self.fingerprint, self.say))
+                                   self.dict_init, self.start_with, self.say))
 
     def restore(self, head):
         k_now = int(head["d"].shape[-1])
@@ -196,7 +195,7 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
     total = burn_in + collect * thin
     kernel = _StreamKernel(x, model, bounds=bounds, store=store, seed=seed, burn_in=burn_in,
                            thin=thin, prune_min_usage=prune_min_usage, dict_init=dict_init,
-                           start=start, fingerprint=fingerprint, jit_compile=jit_compile,
+                           start=start, jit_compile=jit_compile,
                            anneal=(anneal_sweeps, anneal_ratio, anneal_start), say=say,
                            trace_path=trace_path, total=total)
     ck = Checkpoint(Path(state_dir) / "head.npz", fingerprint, every=1,
@@ -224,8 +223,9 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
 
 
 def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init: str,
-           start: RidgeStart | None, fingerprint: str, say) -> dict:
-    """Sweep 0, written to buffer 0: D as :func:`pretrain.init_state` draws it from the
+           start: RidgeStart | None, say) -> dict:
+    """Sweep 0, written to buffer 0 (returned: the kernel's start): D as
+    :func:`dgdm_tf.pretrain.layer_model.init_state` draws it from the
     whole of X, every batch's local start (:func:`ridge_start.ridge_start` batch by
     batch with gamma_w held, then gamma_w at its conditional mean given all batches)."""
     g = model.geom
@@ -250,7 +250,5 @@ def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init
     gamma_w = np.float32(1.0 if start is None else gamma_w_mean(active, sum_w2, h))
     say(f"streamed start: {len(bounds)} batches of up to {bounds[0][1] - bounds[0][0]} images "
         f"in {time.time() - t0:.1f} s")
-    return {"fingerprint": np.array(fingerprint), "sweep": np.array(0), "buffer": np.array(0),
-            "d": d.numpy(), "gamma_w": np.asarray(gamma_w), "seed": chain_seed.numpy(),
-            "kept": np.arange(g.k), "pending_keep": np.arange(g.k),
-            "trace": np.array(json.dumps([]))}
+    return {"buffer": np.array(0), "d": d.numpy(), "gamma_w": np.asarray(gamma_w),
+            "seed": chain_seed.numpy(), "kept": np.arange(g.k), "pending_keep": np.arange(g.k)}
