@@ -45,6 +45,29 @@ class MissingArtifactError(ArtifactError, FileNotFoundError):
     """A file one rule hands to another does not exist."""
 
 
+class _ChainOutput:
+    """What a chain's output file derives from its fields ``gamma_e``, ``wall_seconds``
+    and ``chain_seconds``."""
+
+    @property
+    def gamma_e_mean(self) -> float:
+        """Mean noise precision over the images (where the next chains start)."""
+        return float(np.mean(self.gamma_e))
+
+    @property
+    def seconds(self) -> float:
+        """The step's time: the script's, or the chain's own clock over resumptions."""
+        return max(self.wall_seconds, self.chain_seconds)
+
+
+class _ModelOutput(_ChainOutput):
+    """A top-down model's file: its dictionaries ``D``, one per layer."""
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.D)
+
+
 class _Npz:
     """An open npz whose missing or unreadable key is an :class:`ArtifactError`."""
 
@@ -104,7 +127,7 @@ def _json(obj: Any) -> np.ndarray:
 # --- a pretrained layer: results/{ds}/pretrain/layer{l}.npz, rule pretrain_layer ----------
 
 @dataclass(frozen=True, eq=False)
-class PretrainedLayer:
+class PretrainedLayer(_ChainOutput):
     """One layer's pretraining (rule ``pretrain_layer``), as read back.
 
     D: (p, p, C, K) float32, the collection average of the kept dictionary elements;
@@ -131,16 +154,6 @@ class PretrainedLayer:
     pretrain_config: dict
     image_indices: np.ndarray | None = None
     x_next: np.ndarray | None = None
-
-    @property
-    def gamma_e_mean(self) -> float:
-        """Mean noise precision over the layer's inputs (where the next chains start)."""
-        return float(np.mean(self.gamma_e))
-
-    @property
-    def seconds(self) -> float:
-        """The layer's time: the script's, or the chain's own clock over resumptions."""
-        return max(self.wall_seconds, self.chain_seconds)
 
 
 def write_pretrained_layer(path, *, D, kept, usage, x_next, gamma_e, gamma_w, sweeps: int,
@@ -247,7 +260,7 @@ def read_transfer_features(path) -> tuple[FeatureSplit, FeatureSplit]:
 # --- the refined top-down model: results/{ds}/refine/model.npz, rule refine ---------------
 
 @dataclass(frozen=True, eq=False)
-class RefinedModel:
+class RefinedModel(_ModelOutput):
     """The jointly refined model (rule ``refine``).
 
     D: L arrays (p, p, C, K) float32; theta: L-1 arrays (K, p*p+1) float32, the lower
@@ -268,18 +281,6 @@ class RefinedModel:
     wall_seconds: float
     config: dict
     layers: list
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.D)
-
-    @property
-    def gamma_e_mean(self) -> float:
-        return float(np.mean(self.gamma_e))
-
-    @property
-    def seconds(self) -> float:
-        return max(self.wall_seconds, self.chain_seconds)
 
 
 def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, gamma_e, on_rate,
@@ -313,7 +314,7 @@ def read_refined_model(path) -> RefinedModel:
 # --- the supervised model: results/{ds}/supervised/model.npz, rule supervised -------------
 
 @dataclass(frozen=True, eq=False)
-class SupervisedModel:
+class SupervisedModel(_ModelOutput):
     """The supervised model (rule ``supervised``): the refined model's fields plus the
     collected models and the SVM.
 
@@ -343,18 +344,6 @@ class SupervisedModel:
     wall_seconds: float
     config: dict
     layers: list
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.D)
-
-    @property
-    def gamma_e_mean(self) -> float:
-        return float(np.mean(self.gamma_e))
-
-    @property
-    def seconds(self) -> float:
-        return max(self.wall_seconds, self.chain_seconds)
 
 
 def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Sequence,
