@@ -22,3 +22,26 @@ def read_out(features, y_train, y_test, split: bool) -> float:
     if split:
         f = [mixing.polarity_split(v) for v in f]
     return mixing.ridge_probe(f[0], y_train, f[1], y_test)
+
+
+def layer1_feature_chain(x, seed: int, d1, gamma_w: float, gamma_e: float):
+    """A default layer-1 feature chain on MNIST-shaped ``x`` with the learned ``d1`` held:
+    (model, its compiled sweep with D and gamma_w fixed and x_next returned, the images
+    as a tensor, the state after the ridge start (20 CG iterations))."""
+    import tensorflow as tf
+
+    from dgdm_tf.core.hyper import Hyper
+    from dgdm_tf.core.layout import LayerGeometry
+    from dgdm_tf.pretrain.kernel import make_sweep_fn
+    from dgdm_tf.pretrain.layer_model import LayerModel, init_state
+    from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
+
+    geom = LayerGeometry(hx=28, wx=28, c=1, dh=8, dw=8, k=d1.shape[3], p=3)
+    model = LayerModel(geom, Hyper(), top=False, n_images=len(x), scan="random")
+    fn = make_sweep_fn(model, update_d=False, update_gamma_w=False, return_expected_pool=True)
+    xt = tf.constant(x)
+    st = init_state(xt, model, tf.constant([seed, 0]), gamma_e_init=gamma_e)
+    st = st._replace(d=tf.constant(d1), gamma_w=tf.constant(np.float32(gamma_w)))
+    st = ridge_start(st, xt, model, RidgeStart(iterations=20), tf.constant([seed, 1]),
+                     fixed_gamma_w=True)
+    return model, fn, xt, st

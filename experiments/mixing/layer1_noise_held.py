@@ -24,12 +24,7 @@ import tensorflow as tf
 
 from dgdm_tf.pretrain import chain
 from dgdm_tf.pretrain.features import infer_layer
-from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.pretrain.kernel import make_sweep_fn
-from dgdm_tf.core.hyper import Hyper
-from dgdm_tf.pretrain.layer_model import LayerModel, init_state
-from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
-from _subsets import read_out, subsets
+from _subsets import layer1_feature_chain, read_out, subsets
 
 root = sys.argv[1]
 ntr, nte = int(sys.argv[2]), int(sys.argv[3])
@@ -43,14 +38,7 @@ gw1, ge1 = float(l1["gamma_w"]), float(np.mean(l1["gamma_e"]))
 
 def layer1(x, seed, held, burn=5, coll=5):
     n = len(x)
-    geom = LayerGeometry(hx=28, wx=28, c=1, dh=8, dw=8, k=d1.shape[3], p=3)
-    model = LayerModel(geom, Hyper(), top=False, n_images=n, scan="random")
-    fn = make_sweep_fn(model, update_d=False, update_gamma_w=False, return_expected_pool=True)
-    xt = tf.constant(x)
-    st = init_state(xt, model, tf.constant([seed, 0]), gamma_e_init=ge1)
-    st = st._replace(d=tf.constant(d1), gamma_w=tf.constant(np.float32(gw1)))
-    st = ridge_start(st, xt, model, RidgeStart(iterations=20), tf.constant([seed, 1]),
-                     fixed_gamma_w=True)
+    model, fn, xt, st = layer1_feature_chain(x, seed, d1, gw1, ge1)
     cap = None if held is None else tf.fill([n], np.float32(held))
     acc = np.zeros((n, 7, 7, d1.shape[3]))
     for t in range(burn + coll):

@@ -29,14 +29,10 @@ from dgdm_tf.pretrain import chain
 
 from dgdm_tf.core import ops
 from dgdm_tf.pretrain.features import infer_layer
-from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.pretrain.blocks import blocks_to_nhwc
-from dgdm_tf.pretrain.kernel import make_sweep_fn
-from dgdm_tf.core.hyper import Hyper
-from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from dgdm_tf.core.compiled import compiled
-from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_fit, ridge_start
-from _subsets import read_out, subsets
+from dgdm_tf.pretrain.ridge_start import ridge_fit
+from _subsets import layer1_feature_chain, read_out, subsets
 
 root = sys.argv[1]
 ntr, nte = int(sys.argv[2]), int(sys.argv[3])
@@ -56,14 +52,8 @@ rb_fit = compiled(ridge_fit.python_function)
 def layer1(x, seed, burn=5, coll=5):
     """(single-site RB x_next, E[W | z] RB x_next) of one feature chain per image."""
     n = len(x)
-    geom = LayerGeometry(hx=28, wx=28, c=1, dh=8, dw=8, k=d1.shape[3], p=3)
-    model = LayerModel(geom, Hyper(), top=False, n_images=n, scan="random")
-    fn = make_sweep_fn(model, update_d=False, update_gamma_w=False, return_expected_pool=True)
-    xt = tf.constant(x)
-    st = init_state(xt, model, tf.constant([seed, 0]), gamma_e_init=ge1)
-    st = st._replace(d=tf.constant(d1), gamma_w=tf.constant(np.float32(gw1)))
-    st = ridge_start(st, xt, model, RidgeStart(iterations=20), tf.constant([seed, 1]),
-                     fixed_gamma_w=True)
+    model, fn, xt, st = layer1_feature_chain(x, seed, d1, gw1, ge1)
+    geom = model.geom
     valid = tf.cast(model.valid, tf.float32)[:, :, None, None]
     acc_a = np.zeros((n, 7, 7, d1.shape[3]))
     acc_b = np.zeros_like(acc_a)
