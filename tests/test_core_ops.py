@@ -1,4 +1,4 @@
-"""Operators (SPEC sec. 1) against direct NumPy loops, on random non-square shapes."""
+"""Operators (Sec. 2.1-2.2 of the paper) against direct NumPy loops, on random non-square shapes."""
 
 import math
 

@@ -92,3 +92,19 @@ def test_checkpoints_every_k_steps_and_at_the_end(tmp_path, every):
     with np.load(tmp_path / "ck.npz") as z:
         assert int(z["sweep"]) == (7 if every == 1 else 6)
         assert set(z.files) == {"fingerprint", "sweep", "trace", "x", "acc_x", "acc_count"}
+
+
+@pytest.mark.parametrize("drop", ["trace", "x"])
+def test_a_checkpoint_of_an_older_layout_starts_afresh(tmp_path, drop):
+    """A checkpoint written before a field existed (the driver's trace, or one of the
+    kernel's arrays) is not resumed: the chain says why and runs from its start, to the
+    same end as a chain that never had a checkpoint."""
+    whole, _ = _run(tmp_path / "a")
+    _run(tmp_path / "b", stop_after=6)
+    path = tmp_path / "b" / "ck.npz"
+    with np.load(path) as z:
+        kept = {k: z[k] for k in z.files if k != drop}
+    np.savez(path, **kept)
+    run, said = _run(tmp_path / "b")
+    assert run.steps_here == 10 and any("older version" in m and "afresh" in m for m in said)
+    np.testing.assert_array_equal(run.state, whole.state)

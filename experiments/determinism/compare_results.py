@@ -29,7 +29,8 @@ TIMING = re.compile(r"(^|_)(seconds|second|minutes|elapsed|finished|started|date
 #: folders written for timing and logs alone (Snakemake's benchmark: and log: files)
 SKIP_DIRS = {"benchmarks", "logs"}
 #: figures whose axes are measured times; the workflow jobs' own benchmark files gathered (wall, CPU, memory, load)
-SKIP_FILES = {"error_vs_time.png", "benchmarks_scaling.png", "benchmarks_rules.csv"}
+SKIP_FILES = {"error_vs_time.png", "benchmarks_scaling.png", "benchmarks_rules.csv",
+              "benchmarks.md"}  # its every figure a time or a memory peak; benchmarks.csv is compared
 #: in text lines (the tables' wall-time column), durations such as "59.1 s" or
 #: "1 min 02 s", and dates
 TIMING_LINE = re.compile(r"((\d+(\.\d+)?\s*(s|min|h|seconds|minutes)\b\s*)+|\d{4}-\d{2}-\d{2})")

@@ -1,14 +1,12 @@
 """The missing-data experiments' shared inputs: the very test images, mask and models of
 the workflow's rule ``inpaint`` (workflow/scripts/inpaint.py, default config, seed 0).
 
-The seeds are derived as workflow/scripts/_common.py derives them (``seed_for``,
-``subset_indices``), restated here so the probes do not import the workflow folder.
+The seeds are derived as the rule derives them (``dgdm_tf.core.random.seed_for``).
 """
 from __future__ import annotations
 
 import os
 import time
-import zlib
 
 import numpy as np
 
@@ -16,16 +14,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from dgdm_tf.topdown import chain as deep_chain  # noqa: E402
 from dgdm_tf.data import select_subset  # noqa: E402
+from dgdm_tf.core.random import seed_for  # noqa: E402
 
 LAYERS = [{"dict_size": 8, "n_dict": 50, "pool": 3}, {"dict_size": 6, "n_dict": 200, "pool": 1}]
 HYPER = {"a_e": 1e-6, "b_e": 1e-6, "a_w": 1e-6, "b_w": 1e-6, "dict_prior_precision": 1.0}
 SEED, DS = 0, "mnist"
 BURN_IN, COLLECT, BATCH = 8, 8, 100  # config inpaint block
-
-
-def seed_for(seed: int, *tags) -> int:
-    tag = zlib.crc32("/".join(map(str, tags)).encode())
-    return int(np.random.SeedSequence([int(seed), tag]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def inpaint_inputs(prepared: str, n_images: int = 100):

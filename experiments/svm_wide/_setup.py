@@ -7,7 +7,6 @@ config's alpha 0.25 and layer 1's pool 3), or their cache.
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 
@@ -32,11 +31,8 @@ def encoder_features(prepared: str, layer1: str, n_train: int = 10000, n_test: i
     if cache and os.path.exists(cache):
         with np.load(cache) as z:
             return tuple(z[k] for k in keys)
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
-                                    "workflow", "scripts"))
-    from _common import split_subset
-
     from dgdm_tf import data
+    from dgdm_tf.data.subsets import shared_subset
 
     from dgdm_tf.baselines import encoder
 
@@ -46,7 +42,7 @@ def encoder_features(prepared: str, layer1: str, n_train: int = 10000, n_test: i
     t0 = time.perf_counter()
     out = []
     for split, size in (("train", n_train), ("test", n_test)):
-        x, y, _ = split_subset(d, split, size, None, 0, "mnist")
+        x, y, _ = shared_subset(d, split, size, None, 0, "mnist")
         out += [encoder.encode(x, dictionary, 3, alpha=0.25), y]
     print(f"encoded in {time.perf_counter() - t0:.1f} s", flush=True)
     if cache:

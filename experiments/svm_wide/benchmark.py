@@ -2,7 +2,7 @@
 config's size, dense or matrix-free CG solves (``dgdm_tf.supervised.svm_cg``, ``em_solver``).
 
 The features are rule encoder_features' on the default config: the workflow's seeded
-subsets of MNIST (10000 / 5000, seed 0, ``_common.split_subset``), pretraining's layer-1
+subsets of MNIST (10000 / 5000, seed 0, ``dgdm_tf.data.subsets.shared_subset``), pretraining's layer-1
 dictionary, ``encoder.encode(x, D, 3, alpha=0.25)``; the SVM has the default `svm`
 settings (Laplace prior, kappa 0.5, gamma 1, em_iters 50, em_tol 1e-9). Prints one line
 per EM step and a JSON summary (seconds per step, fit time, test error, objective); run

@@ -1,4 +1,4 @@
-"""Shared by the rule scripts: logging to the rule's log, seeds, threads, timing.
+"""Shared by the rule scripts: logging to the rule's log, threads, timing.
 
 Snakemake puts this folder on ``sys.path`` for local scripts; the repository's ``src``
 is put first so the workflow always runs the library it ships with (also without
@@ -11,7 +11,6 @@ import os
 import sys
 import time
 import traceback
-import zlib
 from pathlib import Path
 
 
@@ -87,49 +86,12 @@ def elapsed() -> float:
     return time.perf_counter() - _T0
 
 
-def seed_for(seed: int, *tags: object) -> int:
-    """A seed derived from the config seed and a tag (rule, layer, split ...): each
-    random step gets its own stream, reproducible from the one config seed."""
-    tag = zlib.crc32("/".join(map(str, tags)).encode())
-    import numpy as np
-
-    return int(np.random.SeedSequence([int(seed), tag]).generate_state(1)[0] & 0x7FFFFFFF)
-
-
-def subset_indices(n: int, size: int | None, seed: int, labels=None):
-    """Indices of a seeded subset of ``size`` of ``n`` items (all if None), chosen by
-    ``dgdm_tf.data.select_subset`` (stratified by class when ``labels`` are given)."""
-    import numpy as np
-
-    from dgdm_tf.data import select_subset
-
-    idx, _ = select_subset(np.arange(n), labels, size, seed)
-    return np.asarray(idx, dtype=np.int64)
-
-
-def subset_seeds(seed: int, ds: str) -> dict:
-    """The seeds of the methods' shared subsets of each split (:func:`split_subset`)."""
-    return {split: seed_for(seed, ds, "subset", split) for split in ("train", "test")}
-
-
 def load_layers(paths):
     """(dictionaries, gamma_ws, mean gamma_es) of pretrained layer files, bottom up."""
     from dgdm_tf.io import artifacts
 
     layers = [artifacts.read_pretrained_layer(path) for path in paths]
     return [z.D for z in layers], [z.gamma_w for z in layers], [z.gamma_e_mean for z in layers]
-
-
-def split_subset(d, split: str, size, own, seed: int, ds: str):
-    """(x, labels, indices) of the methods' shared seeded subset of `split` (`size`
-    images, stratified), then its first `own` (None: all of it)."""
-    import numpy as np
-
-    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
-    idx = subset_indices(len(x_all), size, subset_seeds(seed, ds)[split], labels=y_all)
-    if own is not None:
-        idx = idx[: int(own)]
-    return (np.ascontiguousarray(x_all[idx], np.float32), np.asarray(y_all[idx], np.int64), idx)
 
 
 def provenance(seed: int, config_files, run_cfg: dict) -> dict:

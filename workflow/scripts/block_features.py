@@ -1,14 +1,16 @@
 """rule block_features: features of pretrained_block_svm -- every block's posterior mean
 given the image alone, layer by layer, with the pretrained dictionaries, gamma_w and
 mean gamma_e (dgdm_tf.pretrain.block_posterior) -- for the train / test subsets of pretrained_svm
-(the same seeded subsets: `_common.split_subset`). Writes layer 1's activity-ink
+(the same seeded subsets: `dgdm_tf.data.subsets.shared_subset`). Writes layer 1's activity-ink
 correlation (dgdm_tf.mcmc.diagnostics) beside them."""
 
 import json
 
-from _common import elapsed, load_layers, plain, progress, split_subset, start
+from _common import elapsed, load_layers, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -35,7 +37,7 @@ kw = dict(gamma_ws=gamma_ws, gamma_es=gamma_es, off=float(cfg["off"]),
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x, y, idx = split_subset(d, split, size, None, seed, ds)
+    x, y, idx = shared_subset(d, split, size, None, seed, ds)
     progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
     per_layer = []
     out[split] = artifacts.FeatureSplit(block_posterior.block_posterior_features(

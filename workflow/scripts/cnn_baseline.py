@@ -8,9 +8,12 @@ import json
 import platform
 import time
 
-from _common import elapsed, plain, progress, seed_for, split_subset, start, write_resolved_config
+from _common import elapsed, plain, progress, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -41,7 +44,7 @@ split = {}
 for name, size in (("train", block["n_train"]), ("test", block["n_test"])):
     # the same seeded subsets as the features / SVM of pretrained_svm (then, for a row
     # of its own sizes, their first images, as that row's script takes them)
-    split[name] = split_subset(d, name, size, own.get(name), seed, ds)
+    split[name] = shared_subset(d, name, size, own.get(name), seed, ds)
     progress(f"{ds}: {len(split[name][2])} of {len(d[f'x_{name}'])} {name} images"
              + (f" (the images of {row})" if row else ""))
 del d

@@ -1,11 +1,13 @@
 """rule encoder_features: features of the reference row encoder_svm -- pretraining's
 layer-1 dictionary as a fixed filter bank, the soft-threshold encoder of Coates & Ng
 (dgdm_tf.baselines.encoder.encode), layer 1's max-pooling -- for the train / test subsets of
-pretrained_svm (the same seeded subsets: `_common.split_subset`)."""
+pretrained_svm (the same seeded subsets: `dgdm_tf.data.subsets.shared_subset`)."""
 
-from _common import elapsed, plain, progress, split_subset, start
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 from dgdm_tf.io import artifacts  # noqa: E402
 
@@ -23,7 +25,7 @@ progress(f"{ds}: layer-1 dictionary {dictionary.shape}, pool {pool}, {cfg}")
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x, y, idx = split_subset(d, split, size, None, seed, ds)
+    x, y, idx = shared_subset(d, split, size, None, seed, ds)
     progress(f"{ds}: encoding {len(idx)} {split} images")
     out[split] = artifacts.FeatureSplit(
         encoder.encode(x, dictionary, pool, alpha=float(cfg["alpha"]),

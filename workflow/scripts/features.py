@@ -1,13 +1,16 @@
 """rule features: top-layer features of the train/test subsets (dgdm_tf.pretrain.features).
 
-The subsets (`n_train`, `n_test`; null = all) are the first images of a seeded
-permutation, so they are the same for every method run with the same seed."""
+The subsets (`n_train`, `n_test`; null = all) are the methods' shared seeded subsets
+(dgdm_tf.data.subsets), the same for every method run with the same seed."""
 
 import json
 
-from _common import elapsed, load_layers, plain, progress, seed_for, start, subset_indices
+from _common import elapsed, load_layers, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -38,10 +41,8 @@ anneal_sweeps = int(round(float(fcfg["anneal_fraction"]) * int(fcfg["burn_in"]))
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x_all, y_all = d[f"x_{split}"], d[f"y_{split}"]
-    idx = subset_indices(len(x_all), size, seed_for(seed, ds, "subset", split), labels=y_all)
-    x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
-    progress(f"{ds}: inferring features of {len(idx)} of {len(x_all)} {split} images")
+    x, y, idx = shared_subset(d, split, size, None, seed, ds)
+    progress(f"{ds}: inferring features of {len(idx)} of {len(d[f'x_{split}'])} {split} images")
     per_layer, per_layer_stats = [], []
     f = features.infer_features(
         x, dictionaries, pools, gamma_ws=gamma_ws, gamma_e_inits=gamma_e_inits,
@@ -63,7 +64,7 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
                             f"{ds}: layer-1 features (pretrained_svm), {len(x)} train images")
     f = np.asarray(f, dtype=np.float32)
     progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")
-    out[split] = artifacts.FeatureSplit(f, np.asarray(y_all[idx], dtype=np.int64), idx)
+    out[split] = artifacts.FeatureSplit(f, y, idx)
 
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)

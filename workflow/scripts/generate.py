@@ -3,9 +3,11 @@ dictionaries (Fig. 3; dgdm_tf.core.model.sample_prior_images)."""
 
 import json
 
-from _common import elapsed, plain, progress, seed_for, start
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
 

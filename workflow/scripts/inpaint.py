@@ -4,9 +4,12 @@ reconstructs the whole image. Scored on the hidden pixels: the refined model, th
 pretrained dictionaries in the same top-down model, and the training set's mean image."""
 
 
-from _common import elapsed, plain, progress, seed_for, start, subset_indices
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import subset_indices  # noqa: E402
 
 import numpy as np  # noqa: E402
 

@@ -5,19 +5,19 @@ error, predictions with every class's score."""
 
 import json
 
-from _common import (elapsed, plain, progress, provenance, seed_for, start, subset_seeds,
-                     write_resolved_config)
+from _common import elapsed, plain, progress, provenance, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
-from dgdm_tf.mcem import test_time as deep_mcem
-
-from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.mcem.classify import classify  # noqa: E402
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, topk_errors  # noqa: E402
 
@@ -43,18 +43,14 @@ progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {p
 
 scores, labels, infer_seconds, fn_cache = [], [], 0.0, {}
 for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
-    dv = np.zeros((len(x), data.n_classes))
-    for j, (d, beta) in enumerate(models):
-        res = deep_mcem.infer_map(
-            x, d, layers, seed=seed_for(seed, ds, method, "predict", c, j),
-            burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
-            batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
-            rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
-            rmsprop_steps=int(pcfg["rmsprop_steps"]), scan=mcfg["scan"], progress=None,
-            fn_cache=fn_cache)
-        infer_seconds += res["seconds"]
-        dv += deep_svm.decision_values([beta], mean, std, res["features"]) / len(models)
-    scores.append(dv)
+    res = classify(x, models, mean, std, layers, route="mcem",
+                   seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))],
+                   burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
+                   batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
+                   rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+                   scan=mcfg["scan"], fn_cache=fn_cache)
+    infer_seconds += res.seconds
+    scores.append(res.scores)
     labels.append(np.asarray(y))
     done = sum(len(s) for s in scores)
     progress(f"{ds}: {done}/{data.n_test} test images, running top-1 error "

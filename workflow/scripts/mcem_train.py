@@ -9,9 +9,12 @@ unless `mcem.keep_checkpoints`.
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, start, subset_seeds
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 
 from dgdm_tf.io import artifacts  # noqa: E402
 

@@ -11,9 +11,12 @@ per-image state lives there too (dgdm_tf.pretrain.stream_chain), one batch in me
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, start, subset_indices
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import subset_indices  # noqa: E402
 
 import numpy as np  # noqa: E402
 

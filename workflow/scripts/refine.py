@@ -9,9 +9,11 @@ checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, start
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
 

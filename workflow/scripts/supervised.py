@@ -10,9 +10,12 @@ The chain checkpoints into `params.checkpoint_dir` (not an output: it survives a
 import shutil
 from pathlib import Path
 
-from _common import elapsed, plain, progress, seed_for, split_subset, start
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -46,7 +49,7 @@ else:
     gamma_e0, gamma_s0 = pre[0].gamma_e_mean, pre[-1].gamma_w
 
 d = data.load_prepared(snakemake.input.data)
-x, labels, idx = split_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
+x, labels, idx = shared_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)
 svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}

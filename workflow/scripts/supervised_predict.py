@@ -12,10 +12,12 @@ confusion matrix."""
 
 import json
 
-from _common import (elapsed, plain, progress, provenance, seed_for, split_subset, start,
-                     write_resolved_config)
+from _common import elapsed, plain, progress, provenance, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -24,15 +26,9 @@ from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.topdown import chain as deep_chain
-
-from dgdm_tf.mcem import test_time as deep_mcem
-
-from dgdm_tf.report import model_plots as deep_plots
-
-from dgdm_tf.supervised import joint_svm as deep_svm
-
-from dgdm_tf.mcmc import diagnostics as mixing
+from dgdm_tf.mcem.classify import classify  # noqa: E402
+from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
+from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
 from dgdm_tf.core.model import DeepModel  # noqa: E402
 
@@ -50,40 +46,32 @@ mean, std = np.asarray(sup.svm_mean), np.asarray(sup.svm_std)
 n_classes, gamma_s, gamma_e0 = sup.n_classes, sup.gamma_s, sup.gamma_e_mean
 n_train, train_err, train_seconds = int(len(sup.labels)), sup.train_error_pct, sup.seconds
 d = data.load_prepared(snakemake.input.data)
-x, labels, idx = split_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
+x, labels, idx = shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([v.shape[-1] for v in samples_d])
 top_shape = (model.top.hs, model.top.ws, model.top.k)
 n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
-mixing_diag = None  # the MCEM MAP path keeps no layer-1 maps
-dvs, per_model, q_traces, infer_seconds, fn_cache = [], [], [], 0.0, {}
-for j in range(n_models):
-    common = dict(seed=seed_for(seed, ds, "supervised_predict", j), burn_in=int(pcfg["burn_in"]),
-                  batch_size=int(pcfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
-                  hyper=hyper, scan=cfg["scan"], progress=progress)
-    if kind == "mcem":
-        res = deep_mcem.infer_map(
-            x, [v[j] for v in samples_d], layers, iterations=int(pcfg["iterations"]),
-            rmsprop_lr=float(pcfg["rmsprop_lr"]), rmsprop_decay=float(pcfg["rmsprop_decay"]),
-            rmsprop_steps=int(pcfg["rmsprop_steps"]), fn_cache=fn_cache, **common)
-        q_traces.append([float(q) for q in res["q_trace"]])
-    else:
-        res = deep_chain.infer_topdown(x, [v[j] for v in samples_d], layers,
-                                       collect=int(pcfg["collect"]), **common)
-        if j == 0:  # does layer 1's activity follow the ink, or the scan order?
-            mixing_diag = mixing.layer1_diagnostics(
-                res["layer1_pooled"], x, int(layers[0]["dict_size"]), int(layers[0]["pool"]))
-            progress(f"{ds}: layer-1 activity-ink correlation "
-                     f"{mixing_diag['activity_ink_layer1']:.3f} ({len(x)} test images, model 1)")
-    dv = deep_svm.decision_values(betas[j: j + 1], mean, std, res["features"].reshape((-1,) + top_shape))
-    dvs.append(dv)
-    per_model.append(100.0 * float(np.mean(np.argmax(dv, 1) != labels)))
-    infer_seconds += res["seconds"]
-    progress(f"{ds}: model {j + 1}/{n_models}: test error {per_model[-1]:.2f}% "
-             f"({len(x) / res['seconds']:.2f} images/s)")
-scores = np.mean(dvs, axis=0)
+res = classify(x, [([v[j] for v in samples_d], betas[j]) for j in range(n_models)], mean, std,
+               layers, route=kind, seeds=[seed_for(seed, ds, "supervised_predict", j)
+                                          for j in range(n_models)],
+               burn_in=int(pcfg["burn_in"]), collect=int(pcfg["collect"]),
+               iterations=int(pcfg["iterations"]), batch_size=int(pcfg["batch_size"]),
+               rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+               gamma_s=gamma_s, gamma_e_init=gamma_e0, hyper=hyper, scan=cfg["scan"],
+               fn_cache={}, progress=progress)
+q_traces, infer_seconds = res.q_traces, res.seconds
+per_model = [100.0 * float(np.mean(np.argmax(dv, 1) != labels)) for dv in res.per_model]
+progress(f"{ds}: test error of each model alone {per_model}% "
+         f"({n_models * len(x) / infer_seconds:.2f} image-models/s)")
+mixing_diag = None  # the MCEM MAP route keeps no layer-1 maps
+if res.layer1_pooled is not None:  # does layer 1's activity follow the ink, or the scan order?
+    mixing_diag = mixing.layer1_diagnostics(
+        res.layer1_pooled, x, int(layers[0]["dict_size"]), int(layers[0]["pool"]))
+    progress(f"{ds}: layer-1 activity-ink correlation "
+             f"{mixing_diag['activity_ink_layer1']:.3f} ({len(x)} test images, model 1)")
+scores = res.scores
 pred = np.argmax(scores, 1)
 test_err = 100.0 * float(np.mean(pred != labels))
 progress(f"{ds}: supervised model, decision values averaged over {n_models} model(s): "

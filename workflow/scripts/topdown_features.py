@@ -4,9 +4,12 @@ for the same seeded train/test subsets as the other methods (their first images)
 
 import json
 
-from _common import elapsed, plain, progress, seed_for, split_subset, start
+from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -32,7 +35,7 @@ out = {}
 for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                          ("test", snakemake.params.n_test, cfg["n_test"])):
     # the other methods' subset, then its first `own` images
-    x, y, idx = split_subset(d, split, size, own, seed, ds)
+    x, y, idx = shared_subset(d, split, size, own, seed, ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
     res = deep_chain.infer_topdown(
         x, dictionaries, layers, seed=seed_for(seed, ds, "topdown_features", split),

@@ -4,9 +4,11 @@ and scaled as the source's inputs, get their top-layer features by test-time MCE
 (Algorithm 2), and a new Bayesian SVM is trained on them. Accuracy averaged over classes.
 """
 
-from _common import elapsed, plain, progress, provenance, seed_for, start, write_resolved_config
+from _common import elapsed, plain, progress, provenance, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

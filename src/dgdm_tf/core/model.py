@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.layout import LayerGeometry, layer_geometries
 from dgdm_tf.core.windows import Grid
 from dgdm_tf.core.ops import full_conv
@@ -389,17 +390,17 @@ def sample_prior_images(model: DeepModel, d: Sequence[np.ndarray], *, n: int, se
     (K_l, p*p+1); then g. No residual is added: the figure shows the model's mean image.
     """
     seed = tf.convert_to_tensor(seed, tf.int32)
-    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 2 + model.n_layers))
+    seeds = random.split(seed, ("top_on", "top_w", *(f"blocks{l}" for l in range(model.n_layers))))
     gt = model.top
-    u = tf.random.stateless_uniform([n, gt.hs, gt.ws, gt.k], seeds[0])
+    u = tf.random.stateless_uniform([n, gt.hs, gt.ws, gt.k], seeds.top_on)
     on = tf.cast(u < tf.constant(on_rate, tf.float32), tf.float32)
-    w = tf.random.stateless_normal([n, gt.hs, gt.ws, gt.k], seeds[1]) / math.sqrt(gamma_s)
+    w = tf.random.stateless_normal([n, gt.hs, gt.ws, gt.k], seeds.top_w) / math.sqrt(gamma_s)
     z = []
     for l, g in enumerate(model.geoms[:-1]):
         logits = tf.math.log(tf.maximum(tf.constant(theta[l], tf.float32), 1e-30))  # K, S
         logits = tf.broadcast_to(logits, [n, g.nbh, g.nbw, g.k, g.n_states])
         draw = tf.random.stateless_categorical(tf.reshape(logits, [-1, g.n_states]), 1,
-                                               seeds[2 + l], dtype=tf.int32)
+                                               getattr(seeds, f"blocks{l}"), dtype=tf.int32)
         z.append(tf.reshape(draw, [n, g.nbh, g.nbw, g.k]))
     dd = [tf.constant(x, tf.float32) for x in d]
     return np.asarray(generate(w * on, model, dd, z))

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from dgdm_tf.core import random
 from dgdm_tf.data.errors import DataValidationError, DatasetMissingError
 from dgdm_tf.data.images import IMAGE_EXTENSIONS, class_folders, decode_one, image_files
 from dgdm_tf.data.spec import spec_int, spec_shape, spec_source
@@ -68,7 +69,7 @@ def prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -
         raw_path = raw_path / TFDS_SETS[kind]["files"][0][0]
         classes, items = _caltech101_zip_items(raw_path)
         source = "archive"
-    rng = np.random.default_rng([int(seed), 0xCA17EC])
+    rng = random.numpy_rng(seed, "caltech_split")
     split = {"train": [], "test": []}
     for c, name_c in enumerate(classes):
         own = [it for it in items if it[0] == c]

@@ -29,6 +29,7 @@ from typing import Iterator
 
 import numpy as np
 import tensorflow as tf
+from dgdm_tf.core import random
 
 #: ImageNet's per-channel pixel mean and sd, RGB in [0, 1] (the values torchvision and
 #: most ImageNet code use)
@@ -114,7 +115,7 @@ def _decode(data) -> tf.Tensor:
 
 
 def _example_seed(seed: int, epoch, index):
-    s = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x1A6E], tf.int64), epoch)
+    s = random.fold(random.salted(seed, "imagenet_epoch"), epoch)
     return tf.random.experimental.stateless_fold_in(s, index)
 
 

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
@@ -39,22 +40,22 @@ def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: D
                      svm_hyper: deep_svm.SvmHyper, r: float, seed, *, n_leapfrog: int,
                      adapt: bool):
     """Steps 2 and 3 above. Returns (state with the new D, new SvmGlobals, HMC acceptance)."""
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4))
+    seeds = random.split(tf.cast(seed, tf.int64), ("d", "omega", "beta", "unused"))
     ge = st.gamma_e
     scaled = st._replace(gamma_e=ge * r)
     acc = []
     for l in range(model.n_layers):
-        scaled, a = resample_d(scaled, x, model, l, tf.cast(fold_seed(seeds[0], l), tf.int32),
+        scaled, a = resample_d(scaled, x, model, l, tf.cast(fold_seed(seeds.d, l), tf.int32),
                                n_leapfrog=n_leapfrog, adapt=adapt)
         acc.append(float(a))
     st = scaled._replace(gamma_e=ge)
     f = int(g.beta.shape[1]) - 1
     c = int(g.beta.shape[0])
     kappa = tf.fill([c], tf.constant(svm_hyper.kappa, tf.float64))
-    omega = S.resample_omega(g.beta[:, :f], kappa, seeds[1])
+    omega = S.resample_omega(g.beta[:, :f], kappa, seeds.omega)
     omega_all = tf.concat([omega, tf.fill([c, 1], tf.constant(svm_hyper.bias_var, tf.float64))], 1)
     s = deep_svm.design(st.s_top, g.mean, g.std)
-    beta = S.resample_beta(lam, omega_all, s, tf.cast(y, tf.float64), svm_hyper.gamma * r, seeds[2])
+    beta = S.resample_beta(lam, omega_all, s, tf.cast(y, tf.float64), svm_hyper.gamma * r, seeds.beta)
     return st, g._replace(beta=beta), acc
 
 
@@ -148,8 +149,8 @@ class AveragingKernel(Kernel):
             raise RuntimeError(f"the mini-batch stream ended before averaging iteration {t + 1}")
         assert t_batch == t, f"the stream gave iteration {t_batch}'s batch for iteration {t}"
         model, hyper_s = self.model, self.svm_hyper
-        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 0xA7E], tf.int64), t)
-        s1, s2 = tf.unstack(tf.random.experimental.stateless_split(seed_t, 2))
+        seed_t = random.fold(random.salted(self.seed, "model_averaging"), t)
+        s1, s2 = random.split(seed_t, ("e_step", "globals"))
         yt = deep_svm.targets(yb, self.n_classes)
         states, lams = e_step_supervised(xb, yt, d, g, model, s1, sweeps=self.sweeps, n_samples=1,
                                          gamma_s=self.gamma_s, svm_hyper=hyper_s,

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.topdown.conjugate import resample_gamma_s
-from dgdm_tf.topdown.state import fold_seed, init_state, residual
-from dgdm_tf.topdown.sweep import global_steps, local_steps, make_sweep_fn
+from dgdm_tf.topdown.state import init_state, residual
+from dgdm_tf.topdown.sweep import SWEEP_SEEDS, global_steps, local_steps, make_sweep_fn
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
 
@@ -25,14 +26,14 @@ def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s
     ``n_samples`` states are returned."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+    seeds = random.split(tf.cast(seed, tf.int64), ("start", "gamma_s"))
     xt = tf.convert_to_tensor(x, tf.float32)
-    st = init_state(xt, model, d, tf.cast(seeds[0], tf.int32), gamma_s_init=gamma_s)
+    st = init_state(xt, model, d, tf.cast(seeds.start, tf.int32), gamma_s_init=gamma_s)
     sweep_fn = sweep_fn or make_sweep_fn(model, update_globals=False)
     out = []
     for i in range(sweeps):
         st, _ = sweep_fn(st, xt)
-        st = resample_gamma_s(st, xt, model, tf.random.experimental.stateless_fold_in(seeds[1], i))
+        st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
         if i >= sweeps - n_samples:
             out.append(st)
     return out
@@ -46,15 +47,15 @@ def e_step_supervised(x, y, d, svm_g, model: DeepModel, seed, *, sweeps: int, n_
     ``supervised=True``; y (C, B) targets in {-1, +1}. Returns (states, lambdas)."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3))
+    seeds = random.split(tf.cast(seed, tf.int64), ("start", "gamma_s", "lam"))
     xt, yt = tf.convert_to_tensor(x, tf.float32), tf.cast(y, tf.float64)
-    st = init_state(xt, model, d, tf.cast(seeds[0], tf.int32), gamma_s_init=gamma_s)
+    st = init_state(xt, model, d, tf.cast(seeds.start, tf.int32), gamma_s_init=gamma_s)
     sweep_fn = sweep_fn or make_supervised_sweep_fn(model, svm_hyper)
-    lam = smcem_svm.resample_lambda(svm_g, st.s_top, yt, svm_hyper, seeds[2])
+    lam = smcem_svm.resample_lambda(svm_g, st.s_top, yt, svm_hyper, seeds.lam)
     states, lams = [], []
     for i in range(sweeps):
         st, lam = sweep_fn(st, lam, svm_g.beta, svm_g.mean, svm_g.std, xt, yt)
-        st = resample_gamma_s(st, xt, model, tf.random.experimental.stateless_fold_in(seeds[1], i))
+        st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
         if i >= sweeps - n_samples:
             states.append(st)
             lams.append(lam)
@@ -67,14 +68,14 @@ def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
 
     def f(st, lam, beta, mean, std, x, y):
         g = smcem_svm.SvmGlobals(beta=beta, mean=mean, std=std, updates=0)
-        seeds = tf.unstack(tf.random.experimental.stateless_split(st.seed, 8))
-        st = st._replace(seed=seeds[0])
+        seeds = random.split(st.seed, SWEEP_SEEDS)
+        st = st._replace(seed=seeds.carry)
         st = st._replace(resid=residual(st, x, model))
         terms = deep_svm.unit_terms(smcem_svm.as_state(g, lam), y,
                                     st.s_top.shape[1:], svm_hyper)
-        st, _ = local_steps(st, x, model, seeds[1], seeds[2], svm_terms=terms)
+        st, _ = local_steps(st, x, model, seeds.top, seeds.blocks, svm_terms=terms)
         st, _ = global_steps(st, x, model, seeds, update_globals=False)
-        lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, fold_seed(seeds[4], 0x5F3))
+        lam = smcem_svm.resample_lambda(g, st.s_top, y, svm_hyper, random.fold(seeds.gamma_s, "svm_in_sweep"))
         return st, lam
 
     return compiled(f, reduce_retracing=True)

@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.data.minibatches import array_batches
 from dgdm_tf.io import atomic as atomic_io
 
@@ -60,7 +61,7 @@ def init_from_prior(model: DeepModel, seed: int, *, scale: float = 1.0) -> tuple
     sd = scale / np.sqrt(model.hyper.dict_prior_precision)
     out = []
     for l, g in enumerate(model.geoms):
-        s = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0xD1C7], tf.int64), l)
+        s = random.fold(random.salted(seed, "mcem_init"), l)
         out.append(sd * tf.random.stateless_normal((g.dh, g.dw, g.c, g.k), s))
     return tuple(out)
 
@@ -385,7 +386,7 @@ class McemKernel(Kernel):
         assert t_batch == t, f"the stream gave iteration {t_batch}'s batch for iteration {t}"
         t0 = time.time()
         model, sweeps, n_samples, gamma_s = self.model, self.sweeps, self.n_samples, self.gamma_s
-        seed_t = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 0x5C3], tf.int64), t)
+        seed_t = random.fold(random.salted(self.seed, "mcem_iteration"), t)
         if self.model_sup is not None and t == self.svm_start and g is None:
             # the standardisation is fixed from this batch's unsupervised samples, then held
             warm = e_step(xb, state.d, model, tf.random.experimental.stateless_fold_in(seed_t, 1),

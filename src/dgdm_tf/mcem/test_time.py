@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.topdown.conjugate import resample_gamma_e, resample_pi, resample_theta
 from dgdm_tf.topdown.state import DeepState, fold_seed, init_state, masked, reconstruct, residual
 from dgdm_tf.topdown.sweep import make_sweep_fn
@@ -54,14 +55,14 @@ def _resample_gamma_s_per_image(w, model: DeepModel, seed):
 def e_step(state: DeepState, w, x, model: DeepModel, seed, mask=None):
     """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and per-image gamma_s.
     Returns (state, gamma_s (N,))."""
-    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 5))
+    seeds = random.split(seed, ("z", "theta", "pi", "gamma_e", "gamma_s"))
     state = state._replace(resid=residual(state, x, model, mask))
     for l in range(model.n_layers - 2, -1, -1):
-        state = resample_z(state, x, model, l, fold_seed(seeds[0], l), mask)
-    state = resample_theta(state, x, model, seeds[1])
-    state = resample_pi(state, x, model, seeds[2])
-    state = resample_gamma_e(state, x, model, seeds[3], mask)
-    return state, _resample_gamma_s_per_image(w, model, seeds[4])
+        state = resample_z(state, x, model, l, fold_seed(seeds.z, l), mask)
+    state = resample_theta(state, x, model, seeds.theta)
+    state = resample_pi(state, x, model, seeds.pi)
+    state = resample_gamma_e(state, x, model, seeds.gamma_e, mask)
+    return state, _resample_gamma_s_per_image(w, model, seeds.gamma_s)
 
 
 def maximise_units(state: DeepState, w, gamma_s, model: DeepModel, mask=None):
@@ -138,9 +139,9 @@ def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
     """A compiled MCEM iteration f(state, w, v, x[, mask]) -> (state, w, v, gamma_s, Q (N,))."""
 
     def it(state, w, v, x, mask=None):
-        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 2))
-        state = state._replace(seed=seeds[0])
-        state, gs = e_step(state, w, x, model, seeds[1], mask)
+        seeds = random.split(state.seed, ("carry", "e_step"))
+        state = state._replace(seed=seeds.carry)
+        state, gs = e_step(state, w, x, model, seeds.e_step, mask)
         state, w = maximise_units(state, w, gs, model, mask)
         state, w, v = rmsprop_w(state, w, v, gs, x, model, lr=lr, decay=decay, steps=steps,
                                 mask=mask)
@@ -195,8 +196,7 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
             gibbs_fns[nb] = make_sweep_fn(model, update_globals=False)
             mcem_fns[nb] = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay,
                                              steps=rmsprop_steps)
-        bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x3C3], tf.int32),
-                                                         b0 // batch_size)
+        bseed = random.fold(random.salted(seed, "map_batch", tf.int32), b0 // batch_size)
         st = init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
                         gamma_s_init=gamma_s)
         for _ in range(burn_in):

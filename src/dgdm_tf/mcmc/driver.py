@@ -74,6 +74,11 @@ class Checkpoint:
         if self.path is None or not Path(self.path).exists():
             return None
         with np.load(self.path, allow_pickle=False) as z:
+            missing = {"fingerprint", self.step_key, "trace"} - set(z.files)
+            if missing:  # written before this driver's layout (an older dgdm)
+                say(f"checkpoint {self.path} lacks {sorted(missing)}: it was written by an "
+                    f"older version of dgdm; starting afresh")
+                return None
             if str(z["fingerprint"]) != self.fingerprint:
                 say(self.stale.format(path=self.path, done=0, total=total))
                 return None
@@ -108,6 +113,13 @@ def run_chain(kernel: Kernel, total: int, checkpoint: Checkpoint, *,
     resumption)."""
     say = say or (lambda _m: None)
     saved = checkpoint.load(total, say)
+    if saved is not None:
+        try:
+            state = kernel.restore(saved)
+        except KeyError as err:  # the kernel's arrays of an older version of its chain
+            say(f"checkpoint {checkpoint.path} lacks the array {err}: it was written by an "
+                f"older version of this chain; starting afresh")
+            saved = None
     if saved is None:
         done, rows, sums = 0, [], {}
         state = kernel.start()
@@ -117,7 +129,6 @@ def run_chain(kernel: Kernel, total: int, checkpoint: Checkpoint, *,
         done = int(saved[checkpoint.step_key])
         rows = json.loads(str(saved["trace"]))
         sums = {k[4:]: v for k, v in saved.items() if k.startswith("acc_")}
-        state = kernel.restore(saved)
     kernel.begin(state, done)
     t_start = time.time()
     for t in range(done, total):

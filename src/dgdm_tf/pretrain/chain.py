@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
 from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
@@ -32,7 +33,7 @@ from dgdm_tf.pretrain.kernel import active_mask, log_likelihood, make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState, init_state
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.pretrain.chain_parts import INIT_SALT, START_SALT, check_finite, maps_to_keep, report_sweep
+from dgdm_tf.pretrain.chain_parts import check_finite, maps_to_keep, report_sweep
 from dgdm_tf.pretrain.stream_chain import run_streamed_layer
 
 
@@ -105,11 +106,11 @@ class _PretrainKernel(Kernel):
         self.say, self.trace_path = say, trace_path
 
     def start(self):
-        state = init_state(self.x, self.model, tf.constant([self.seed, INIT_SALT], tf.int32),
+        state = init_state(self.x, self.model, random.salted(self.seed, "pretrain_init", tf.int32),
                            dict_init=self.dict_init)
         if self.start_with is not None:
             state = ridge_start(state, self.x_tf, self.model, self.start_with,
-                                tf.constant([self.seed, START_SALT], tf.int32))
+                                random.salted(self.seed, "pretrain_start", tf.int32))
         return state
 
     def restore(self, arrays):

@@ -10,8 +10,6 @@ import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
 
-INIT_SALT = 0x5EED  # the chain's initial D and seed
-START_SALT = 0x57A7  # the start's theta draw, apart from the chain's own seed
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
                  "gamma_e_mean", "gamma_w", "seconds"]

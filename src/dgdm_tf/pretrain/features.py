@@ -17,8 +17,9 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
-from dgdm_tf.pretrain.chain_parts import START_SALT, check_finite
+from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.mcmc.diagnostics import map_distance
 from dgdm_tf.pretrain.kernel import make_sweep_fn
@@ -93,13 +94,13 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
             bseed = tf.random.experimental.stateless_fold_in(
                 tf.constant([seed, layer_index], tf.int32), b0 // batch_size)
             if ch > 0:
-                bseed = tf.random.experimental.stateless_fold_in(bseed, 0x5EED + ch)
+                bseed = random.fold(bseed, random.SALTS["feature_chains"] + ch)
             st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
             st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
             xt = tf.constant(xb)
             if start is not None:
                 st = ridge_start(st, xt, model, start,
-                                 tf.random.experimental.stateless_fold_in(bseed, START_SALT),
+                                 random.fold(bseed, "pretrain_start"),
                                  fixed_gamma_w=True)
             acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
             cap_start = anneal_start * anneal.start_precision(xb)

@@ -22,13 +22,16 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.pretrain.blocks import (block_kernels, blocks_to_nhwc, blocks_to_pooled, colour_tiles,
                                      pad_input, tiles_to_residual)
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
-_SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
+#: one sweep's streams: the state's next seed, then one per conditional, in sweep order
+SWEEP_SEEDS = ("carry", "zw", "d", "theta", "gamma_w", "gamma_e")
+
 
 
 def _log_gamma_sample(shape_param, seed):
@@ -107,7 +110,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     # the draws keep the seed's own stream; the scan order comes from a salted fold-in
     seed_draw = seed
     colour_ids, map_orders = scan_orders(
-        model, tf.random.experimental.stateless_fold_in(seed, _SCAN_SALT))
+        model, random.fold(seed, "scan_order"))
     # colour-major state and masks flattened over the G_h x G_w colours, so a colour is
     # picked by its id at run time
     s_col = tf.reshape(state.s, [n_col, g.k, n * nb, p2])
@@ -295,19 +298,19 @@ def sweep(state: PretrainState, x: tf.Tensor, model: LayerModel, update_d: bool 
     at gamma_e = min(gamma_e, cap), a tempered likelihood (:mod:`dgdm_tf.mcmc.anneal`);
     gamma_e itself is still drawn from its exact conditional at the end of the sweep.
     """
-    seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 6))
-    state = state._replace(seed=seeds[0])
+    seeds = random.split(state.seed, SWEEP_SEEDS)
+    state = state._replace(seed=seeds.carry)
     if gamma_e_cap is not None:
         state = state._replace(gamma_e=tf.minimum(state.gamma_e, gamma_e_cap))
     zw = zw_fn or (lambda st, xx, sd: resample_zw(st, xx, model, sd, return_expected_pool))
-    out = zw(state, x, seeds[1])
+    out = zw(state, x, seeds.zw)
     state, expected = out if return_expected_pool else (out, None)
     if update_d:
-        state = resample_d(state, x, model, seeds[2])
-    state = resample_theta(state, x, model, seeds[3])
+        state = resample_d(state, x, model, seeds.d)
+    state = resample_theta(state, x, model, seeds.theta)
     if update_gamma_w:
-        state = resample_gamma_w(state, x, model, seeds[4])
-    state = resample_gamma_e(state, x, model, seeds[5])
+        state = resample_gamma_w(state, x, model, seeds.gamma_w)
+    state = resample_gamma_e(state, x, model, seeds.gamma_e)
     if return_expected_pool:
         return state, expected
     return state

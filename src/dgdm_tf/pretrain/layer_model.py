@@ -22,12 +22,16 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.core.layout import LayerGeometry, dirichlet_prior
 from dgdm_tf.pretrain.blocks import pad_input
 
 PretrainState = collections.namedtuple(
     "PretrainState", ["s", "z", "d", "log_theta", "gamma_w", "gamma_e", "resid", "seed"])
+
+#: the start's streams: the initial D (prior draw, window rows, window columns), the chain's seed
+START_SEEDS = ("d_prior", "d_rows", "d_cols", "chain")
 
 
 class LayerModel:
@@ -88,7 +92,7 @@ def init_state(x, model: LayerModel, seed, dict_init: str = "patches",
       given (feature inference starts there from the pretrained noise level).
     """
     seed = tf.convert_to_tensor(seed, dtype=tf.int32)
-    s_next = tf.unstack(tf.random.experimental.stateless_split(seed, 4))[3]
+    s_next = random.split(seed, START_SEEDS).chain
     x = tf.convert_to_tensor(x, tf.float32)
     d = initial_dictionary(x, model, seed, dict_init)
     s, z, log_theta, gamma_e = initial_locals(x, model, init_off, gamma_e_init)
@@ -100,7 +104,7 @@ def initial_dictionary(x, model: LayerModel, seed, dict_init: str = "patches") -
     """D of :func:`init_state` (dh, dw, C, K); reads only the 4K windows it picks from X."""
     g = model.geom
     seed = tf.convert_to_tensor(seed, dtype=tf.int32)
-    s_d, s_i, s_j, _ = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+    s_d, s_i, s_j, _ = random.split(seed, START_SEEDS)
     x = tf.convert_to_tensor(x, tf.float32)
     n = x.shape[0]
     scale = math.sqrt(g.dh * g.dw * g.c / model.hyper.dict_prior_precision)

@@ -36,9 +36,10 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input, reconstruction
-from dgdm_tf.pretrain.kernel import (active_mask, draw_gamma_w, draw_map, log_likelihood,
+from dgdm_tf.pretrain.kernel import (SWEEP_SEEDS, active_mask, draw_gamma_w, draw_map, log_likelihood,
                                      resample_gamma_e, resample_theta, resample_zw)
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
@@ -53,9 +54,8 @@ BatchStats = collections.namedtuple(
 
 
 def sweep_seeds(seed):
-    """(next, zw, d, theta, gamma_w, gamma_e) seeds of one sweep, as :func:`pretrain.sweep`."""
-    return tf.unstack(tf.random.experimental.stateless_split(
-        tf.convert_to_tensor(seed, tf.int32), 6))
+    """The named seeds of one sweep (:data:`pretrain.kernel.SWEEP_SEEDS`), as the in-memory sweep's."""
+    return random.split(tf.convert_to_tensor(seed, tf.int32), SWEEP_SEEDS)
 
 
 def batch_seed(seed, b):
@@ -135,13 +135,13 @@ def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerMo
     st = PretrainState(s=s, z=tf.cast(local["z"], tf.int32), d=d,
                        log_theta=tf.convert_to_tensor(local["log_theta"]), gamma_w=gamma_w,
                        gamma_e=tf.convert_to_tensor(local["gamma_e"]), resid=resid,
-                       seed=seeds[0])
-    st = resample_gamma_e(st, x, model, batch_seed(seeds[5], b))
+                       seed=seeds.carry)
+    st = resample_gamma_e(st, x, model, batch_seed(seeds.gamma_e, b))
     gamma_e = st.gamma_e
     st = st._replace(gamma_e=tf.minimum(gamma_e, gamma_e_cap))
     zw = zw_fn or (lambda s_, x_, sd: resample_zw(s_, x_, model, sd, True))
-    st, expected = zw(st, x, batch_seed(seeds[1], b))
-    st = resample_theta(st, x, model, batch_seed(seeds[3], b))
+    st, expected = zw(st, x, batch_seed(seeds.zw, b))
+    st = resample_theta(st, x, model, batch_seed(seeds.theta, b))
     f_corr, f_gram = d_statistics(st.s, x, d, st.gamma_e, model)
     on = active_mask(st, model)
     stats = BatchStats(
@@ -169,8 +169,8 @@ def make_global_step(model: LayerModel):
     """A compiled ``f(d, f_corr, f_gram, active, sum_w2, seeds) -> (D, gamma_w)``: the
     sweep's global draws from the summed statistics."""
     return compiled(lambda d, f_corr, f_gram, active, sum_w2, seeds: (
-        draw_d(d, f_corr, f_gram, model, seeds[2]),
-        draw_gamma_w(active, sum_w2, model.hyper, seeds[4])), reduce_retracing=True)
+        draw_d(d, f_corr, f_gram, model, seeds.d),
+        draw_gamma_w(active, sum_w2, model.hyper, seeds.gamma_w)), reduce_retracing=True)
 
 
 class StatsSum:
@@ -212,4 +212,4 @@ def streamed_sweep(glob: StreamGlobals, n_batches: int, read, write, model: Laye
             progress(b)
     st = total.result()
     d, gamma_w = global_fn(glob.d, st.f_corr, st.f_gram, st.active, st.sum_w2, seeds)
-    return StreamGlobals(d=d, gamma_w=gamma_w, seed=seeds[0]), st
+    return StreamGlobals(d=d, gamma_w=gamma_w, seed=seeds.carry), st

@@ -27,14 +27,15 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
-from dgdm_tf.pretrain.chain_parts import (INIT_SALT, START_SALT, TRACE_COLUMNS, check_finite,
+from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite,
                                  maps_to_keep, report_sweep)
 from dgdm_tf.pretrain.kernel import active_mask
-from dgdm_tf.pretrain.layer_model import (LayerModel, PretrainState, initial_dictionary,
+from dgdm_tf.pretrain.layer_model import (START_SEEDS, LayerModel, PretrainState, initial_dictionary,
                                           initial_locals)
 from dgdm_tf.pretrain.stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,
                                      make_batch_step, make_global_step, streamed_sweep)
@@ -230,10 +231,10 @@ def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init
     batch with gamma_w held, then gamma_w at its conditional mean given all batches)."""
     g = model.geom
     h = model.hyper
-    init_seed = tf.constant([seed, INIT_SALT], tf.int32)
+    init_seed = random.salted(seed, "pretrain_init", tf.int32)
     d = initial_dictionary(tf.constant(x), model, init_seed, dict_init)
-    chain_seed = tf.unstack(tf.random.experimental.stateless_split(init_seed, 4))[3]
-    start_seed = tf.constant([seed, START_SALT], tf.int32)
+    chain_seed = random.split(init_seed, START_SEEDS).chain
+    start_seed = random.salted(seed, "pretrain_start", tf.int32)
     active, sum_w2 = 0.0, 0.0
     t0 = time.time()
     for b, (lo, hi) in enumerate(bounds):

@@ -29,7 +29,7 @@ BLOCK_METHOD = "pretrained_block_svm"
 def row_subsets(block: Mapping[str, Any], method: str) -> dict[str, int | None] | None:
     """Which images a row of ours trains and tests on, as the workflow's scripts pick
     them: the dataset's seeded, stratified ``n_train`` / ``n_test`` subsets of each split
-    (``_common.split_subset``), then their first ``own`` images; returned as
+    (``dgdm_tf.data.subsets.shared_subset``), then their first ``own`` images; returned as
     ``{"train": own, "test": own}`` (None = the whole subset). ``pretrained_svm``,
     ``encoder_svm`` and ``cnn``: the whole subsets; ``unsupervised_svm``:
     ``topdown_features.n_train`` / ``n_test``; ``supervised``: ``supervised.n_train`` /

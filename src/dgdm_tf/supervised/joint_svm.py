@@ -31,6 +31,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.supervised import svm_linalg
 
@@ -141,12 +142,12 @@ def resample_svm(svm: SvmState, s_top, y, hyper: SvmHyper, seed, steps: int | No
     seed = tf.cast(seed, tf.int64)
     for j in range(int(hyper.steps if steps is None else steps)):
         sj = seed if j == 0 else tf.cast(tf.random.experimental.stateless_fold_in(seed, j), tf.int64)
-        seeds = tf.unstack(tf.random.experimental.stateless_split(sj, 4))
-        lam = S.resample_lambda(svm.beta, s, y, hyper.gamma, seeds[0])
+        seeds = random.split(sj, ("lam", "beta", "omega", "kappa"))
+        lam = S.resample_lambda(svm.beta, s, y, hyper.gamma, seeds.lam)
         omega_all = tf.concat([svm.omega, tf.fill([c, 1], tf.constant(hyper.bias_var, tf.float64))], 1)
-        beta = S.resample_beta(lam, omega_all, s, y, hyper.gamma, seeds[1])
-        omega = S.resample_omega(beta[:, :f], svm.kappa, seeds[2])
-        kappa = S.resample_kappa(omega, hyper.a_kappa, hyper.b_kappa, seeds[3])
+        beta = S.resample_beta(lam, omega_all, s, y, hyper.gamma, seeds.beta)
+        omega = S.resample_omega(beta[:, :f], svm.kappa, seeds.omega)
+        kappa = S.resample_kappa(omega, hyper.a_kappa, hyper.b_kappa, seeds.kappa)
         svm = svm._replace(beta=beta, omega=omega, kappa=kappa, lam=lam)
     return svm
 

@@ -17,10 +17,11 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.supervised.svm_cg import EM_SOLVERS, em_solver_for, em_step_cg
 from dgdm_tf.supervised.svm_em import em_first_step, em_update_beta
-from dgdm_tf.supervised.svm_gibbs import (SALT, resample_beta, resample_gamma, resample_kappa,
+from dgdm_tf.supervised.svm_gibbs import (resample_beta, resample_gamma, resample_kappa,
                                           resample_lambda, resample_omega)
 from dgdm_tf.supervised.svm_linalg import DTYPE, f64, margins, one_vs_all_targets
 
@@ -285,23 +286,22 @@ class BayesianSVM:
         f = self.n_features_
         c = self.n_classes
         laplace = self.prior == "laplace"
-        base = tf.constant([self.seed, SALT], dtype=tf.int64)
+        base = random.salted(self.seed, "svm")
         bias_var = f64(self.bias_var)
         a_k, b_k, a_g, b_g = (f64(v) for v in (self.a_kappa, self.b_kappa, self.a_gamma, self.b_gamma))
         sample_gamma = self.sample_gamma
 
         @compiled
         def sweep(beta, omega_w, kappa, gamma, it):
-            seeds = tf.random.experimental.stateless_split(
-                tf.random.experimental.stateless_fold_in(base, it), 5)
-            lam = resample_lambda(beta, s, y, gamma, seeds[0])
+            seeds = random.split(random.fold(base, it), ("lam", "gamma", "beta", "omega", "kappa"))
+            lam = resample_lambda(beta, s, y, gamma, seeds.lam)
             if sample_gamma:
-                gamma = resample_gamma(lam, beta, s, y, a_g, b_g, seeds[1])
+                gamma = resample_gamma(lam, beta, s, y, a_g, b_g, seeds.gamma)
             omega = tf.concat([omega_w, tf.fill([c, 1], bias_var)], axis=1)
-            beta = resample_beta(lam, omega, s, y, gamma, seeds[2])
+            beta = resample_beta(lam, omega, s, y, gamma, seeds.beta)
             if laplace:
-                omega_w = resample_omega(beta[:, :f], kappa, seeds[3])
-                kappa = resample_kappa(omega_w, a_k, b_k, seeds[4])
+                omega_w = resample_omega(beta[:, :f], kappa, seeds.omega)
+                kappa = resample_kappa(omega_w, a_k, b_k, seeds.kappa)
             return beta, omega_w, kappa, gamma
 
         beta = tf.zeros((c, f + 1), DTYPE)

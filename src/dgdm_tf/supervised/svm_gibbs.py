@@ -73,7 +73,7 @@ is kept as an option for the paper's literal model (use it only with an informat
 
 **Randomness.**  Every draw is a ``tf.random.stateless_*`` op.  Sweep ``t`` of
 :class:`dgdm_tf.supervised.svm_classifier.BayesianSVM` uses
-``stateless_fold_in([seed, SALT], t)`` split into one seed per conditional, so the
+``stateless_fold_in([seed, SALTS['svm']], t)`` split into one seed per conditional, so the
 same ``seed`` reproduces the same chain bit for bit.
 """
 
@@ -82,10 +82,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.supervised.svm_linalg import DTYPE, beta_precision, f64, margins, solve_classes
 
-#: fixed salt mixed into the user seed for the SVM's random stream
-SALT = 0x5F3
 LAM_MIN = 1e-8
 OMEGA_MIN = 1e-12
 
@@ -104,7 +103,7 @@ __all__ = [
 def _seed(seed) -> tf.Tensor:
     """A shape-[2] int64 stateless seed from an int or a shape-[2] tensor."""
     if isinstance(seed, (int, np.integer)):
-        return tf.constant([int(seed), SALT], dtype=tf.int64)
+        return random.salted(seed, "svm")
     seed = tf.convert_to_tensor(seed)
     return tf.cast(seed, tf.int64)
 

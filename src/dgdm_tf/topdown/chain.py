@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.pretrain.chain_parts import check_finite
@@ -24,7 +25,7 @@ def chain_permutations(ks: Sequence[int], chain: int) -> list[np.ndarray]:
     be visited in the same orders, or their features differ by the order."""
     if chain == 0:
         return [np.arange(k) for k in ks]
-    rng = np.random.default_rng([0xC4A1, int(chain)])
+    rng = random.numpy_rng(None, "topdown_chain_orders", chain)
     return [rng.permutation(int(k)) for k in ks]
 
 
@@ -101,7 +102,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         nb = len(xb)
         if nb not in fns:
             fns[nb] = make_sweep_fn(model, mask_given=mask is not None, update_globals=False)
-        bseed = tf.random.experimental.stateless_fold_in(tf.constant([seed, 0x1F], tf.int32), b0 // batch_size)
+        bseed = random.fold(random.salted(seed, "topdown_batch", tf.int32), b0 // batch_size)
         xt = tf.constant(xb)
         f_acc = r_acc = l1_acc = 0.0
         for c in range(int(chains)):

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
@@ -135,7 +136,7 @@ class _RefineKernel(Kernel):
 
     def start(self):
         state = init_state(self.x, self.model, self.dictionaries,
-                           tf.constant([self.seed, 0xDEE9], tf.int32),
+                           random.salted(self.seed, "refine_start", tf.int32),
                            gamma_e_init=self.gamma_e_init, gamma_s_init=self.gamma_s_init)
         return state, None, []
 
@@ -178,7 +179,7 @@ class _RefineKernel(Kernel):
                 svm = deep_svm.init_svm(self.n_classes, mean, std, len(self.x), shyper)
                 if self.svm_warmup > 0:
                     svm = deep_svm.resample_svm(svm, state.s_top, y, shyper,
-                                                tf.constant([seed, 0x5A3], tf.int64),
+                                                random.salted(seed, "refine_svm_start"),
                                                 steps=self.svm_warmup)
         else:
             state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(phase == "burn-in"))
@@ -199,8 +200,7 @@ class _RefineKernel(Kernel):
                 beta = np.asarray(svm.beta)
                 if self.svm_average > 0:
                     beta = _averaged_beta(self.svm_scan, svm, state.s_top, y, self.svm_average,
-                                          tf.random.experimental.stateless_fold_in(
-                                              tf.constant([seed, 0xA7E], tf.int64), t))
+                                          random.fold(random.salted(seed, "refine_svm_average"), t))
                 samples = samples + [{**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},
                                       "beta": beta}]
         return (state, svm, samples), row, sample

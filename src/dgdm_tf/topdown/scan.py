@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel
 
-SCAN_SALT = 0x5CA9  # the scan order's stream, apart from the draws' (fold-in salt)
 
 
 def scan_orders(model: DeepModel, l: int, seed):

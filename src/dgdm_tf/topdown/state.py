@@ -14,6 +14,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs
 from dgdm_tf.core.ops import full_conv_adjoint
 
@@ -22,11 +23,8 @@ DeepState = collections.namedtuple(
                   "resid", "hmc_log_step", "seed"])
 
 
-def fold_seed(seed, *salts):
-    """``seed`` folded with each salt in turn (stateless: the same salts, the same seed)."""
-    for s in salts:
-        seed = tf.random.experimental.stateless_fold_in(seed, s)
-    return seed
+#: ``seed`` folded with each salt in turn (stateless: the same salts, the same seed)
+fold_seed = random.fold
 
 
 def masked(y, mask):

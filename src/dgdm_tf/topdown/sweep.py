@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.topdown.conjugate import (
@@ -27,6 +28,9 @@ from dgdm_tf.topdown.dictionaries import resample_d
 from dgdm_tf.topdown.state import DeepState, fold_seed, residual
 from dgdm_tf.topdown.top_units import resample_top
 from dgdm_tf.topdown.unpooling import resample_z
+
+#: one sweep's streams: the state's next seed, then one per conditional, in sweep order
+SWEEP_SEEDS = ("carry", "top", "blocks", "d", "gamma_s", "theta", "pi", "gamma_e")
 
 PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
 
@@ -69,16 +73,16 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
 def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
                  update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10):
     """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
-    and gamma_e. ``seeds``: the sweep's 8-way split. Returns (state, HMC acceptance per layer)."""
+    and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`. Returns (state, HMC acceptance per layer)."""
     accept = [tf.constant(1.0)] * model.n_layers
     if update_globals:
         for l in range(model.n_layers):
-            state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds[3], l), mask=mask,
+            state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds.d, l), mask=mask,
                                           n_leapfrog=n_leapfrog, adapt=adapt)
-        state = resample_gamma_s(state, x, model, seeds[4])
-    state = resample_theta(state, x, model, seeds[5])
-    state = resample_pi(state, x, model, seeds[6])
-    state = resample_gamma_e(state, x, model, seeds[7], mask)
+        state = resample_gamma_s(state, x, model, seeds.gamma_s)
+    state = resample_theta(state, x, model, seeds.theta)
+    state = resample_pi(state, x, model, seeds.pi)
+    state = resample_gamma_e(state, x, model, seeds.gamma_e, mask)
     return state, tf.stack(accept)
 
 
@@ -95,23 +99,23 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     this sweep, 'accept': HMC acceptance per layer (1.0 for exact draws)} and, with
     ``svm``, 'svm': the new SVM state.
     """
-    seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
-    state = state._replace(seed=seeds[0])
+    seeds = random.split(state.seed, SWEEP_SEEDS)
+    state = state._replace(seed=seeds.carry)
     # rebuild the residual from X: no round-off drifts across sweeps
     state = state._replace(resid=residual(state, x, model, mask))
     terms = None
     if svm is not None:
         terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
-    state, expected = local_steps(state, x, model, seeds[1], seeds[2], mask=mask,
+    state, expected = local_steps(state, x, model, seeds.top, seeds.blocks, mask=mask,
                                   fast_bottom=fast_bottom, svm_terms=terms)
     state, accept = global_steps(state, x, model, seeds, mask=mask, update_globals=update_globals,
                                  adapt=adapt, n_leapfrog=n_leapfrog)
     stats = {"expected_top": expected, "accept": accept}
     if svm is not None:
-        # own stream folded from seeds[4]: the split stays at 8, so unsupervised chains
-        # draw exactly what they drew before supervision existed
+        # its own stream, folded from gamma_s's: no name is added to the split, so
+        # unsupervised chains draw exactly what they drew before supervision existed
         stats["svm"] = deep_svm.resample_svm(svm, state.s_top, y, svm_hyper,
-                                             fold_seed(seeds[4], 0x5F3))
+                                             random.fold(seeds.gamma_s, "svm_in_sweep"))
     return state, stats
 
 
@@ -140,8 +144,8 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             ad = adapt
         svm, x, y = args if svm_hyper is not None else (None, args[0], None)
         n = int(x.shape[0])
-        seeds = tf.unstack(tf.random.experimental.stateless_split(state.seed, 8))
-        state = state._replace(seed=seeds[0])
+        seeds = random.split(state.seed, SWEEP_SEEDS)
+        state = state._replace(seed=seeds.carry)
         terms = None
         if svm is not None:
             terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
@@ -150,15 +154,16 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             sl = slice(lo, min(lo + chunk, n))
             tc = None if terms is None else {**terms, "target": terms["target"][sl],
                                              "weight": terms["weight"][sl]}
-            s1, s2 = (seeds[1], seeds[2]) if c == 0 else (fold_seed(seeds[1], c), fold_seed(seeds[2], c))
+            s1, s2 = ((seeds.top, seeds.blocks) if c == 0
+                      else (fold_seed(seeds.top, c), fold_seed(seeds.blocks, c)))
             st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
             parts.append(st_c)
             expected.append(ex)
-        state, accept = glob(concat_images(state, parts), x, tf.stack(seeds), ad)
+        state, accept = glob(concat_images(state, parts), x, seeds, ad)
         stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
         if svm is None:
             return state, stats
-        return state, svm_fn(svm, state.s_top, y, fold_seed(seeds[4], 0x5F3)), stats
+        return state, svm_fn(svm, state.s_top, y, random.fold(seeds.gamma_s, "svm_in_sweep")), stats
 
     return f
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core import windows as mw
 from dgdm_tf.core.model import DeepModel, down_from
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.topdown.scan import SCAN_SALT, per_colour, scan_orders
+from dgdm_tf.topdown.scan import per_colour, scan_orders
 from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, masked
 from dgdm_tf.topdown.window_passes import maps_per_pass, push_windows, tiled_crops, window_starts
 
@@ -222,7 +223,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
         tgt, wgt = svm_terms["target"], svm_terms["weight"]  # N, C
     else:
         marg = tf.zeros([tf.shape(resid)[0], 1])
-    colour_ids, map_orders = scan_orders(model, model.n_layers - 1, fold_seed(seed, SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, model.n_layers - 1, fold_seed(seed, random.SALTS["scan_order"]))
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     reals = np.stack([col.real(a, b) for a, b in col.colours()])
     for slot, ci in enumerate(colour_ids):

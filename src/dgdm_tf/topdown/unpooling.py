@@ -15,10 +15,11 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.pretrain.blocks import block_kernels, colour_tiles, pad_input, tiles_to_residual
+from dgdm_tf.core import random
 from dgdm_tf.core import windows as mw
 from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.topdown.scan import SCAN_SALT, per_colour, scan_orders
+from dgdm_tf.topdown.scan import per_colour, scan_orders
 from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, masked
 from dgdm_tf.topdown.window_passes import maps_per_pass, push_windows, tiled_crops, window_starts
 
@@ -59,7 +60,7 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     lt_all = state.log_theta[l]  # N, K, S
     ge = state.gamma_e[:, None, None, None]
     resid = state.resid
-    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, random.SALTS["scan_order"]))
     offsets = np.stack([[model.offset_mask(l, a, b, m) for m in range(p2)] for a, b in col.colours()])
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     for slot, ci in enumerate(colour_ids):
@@ -127,7 +128,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
     valid_np[: g.nbh, : g.nbw] = model.position_valid(l)
     placed = _placed_atoms(state.d[l], g.p)  # p2, K, wh, ww, C
     resid = state.resid
-    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, random.SALTS["scan_order"]))
     grids = [model.member_grids(l, a, b) for a, b in col.colours()]
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     valid_grid = valid_np.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
@@ -209,7 +210,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     ge = state.gamma_e[:, None, None, None]
     n = tf.shape(state.resid)[0]
     resid = pad_input(state.resid, g)
-    colour_ids, map_orders = scan_orders(model, 0, fold_seed(seed, SCAN_SALT))
+    colour_ids, map_orders = scan_orders(model, 0, fold_seed(seed, random.SALTS["scan_order"]))
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     vmask = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
     vmask[: g.nbh, : g.nbw] = model.position_valid(0)
