@@ -21,6 +21,7 @@ from dgdm_tf.topdown import chain as deep_chain
 
 from dgdm_tf.mcmc import diagnostics as mixing
 
+from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.report import plots
 
 ds = snakemake.wildcards.ds
@@ -41,7 +42,8 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
         x, dictionaries, layers, seed=seed_for(seed, ds, "topdown_features", split),
         burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
         batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
-        hyper=hyper, scan=cfg["scan"], progress=progress)
+        hyper=hyper, scan=cfg["scan"], start=RidgeStart.from_config(cfg["start"]),
+        progress=progress)
     if split == "train":
         # does layer 1's activity follow the ink, or the scan order? (dgdm_tf.mcmc.diagnostics)
         diag = mixing.layer1_diagnostics(res["layer1_pooled"], x, int(layers[0]["dict_size"]),

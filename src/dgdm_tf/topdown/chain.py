@@ -44,11 +44,12 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
 def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  chains: int = 1, scan: str = "random",
+                  chains: int = 1, scan: str = "random", start=None,
                   progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
-    the missing pixels from the likelihood.
+    the missing pixels from the likelihood. ``start``: the top layer's order-free start
+    (:mod:`dgdm_tf.topdown.ridge_start`; None: every top unit off).
 
     Returns {'features': (N, F) Rao-Blackwellised mean of S[L-1],
     'reconstruction': (N, H, W, C) posterior mean of g(S[L-1], Z) (the whole image,
@@ -108,7 +109,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         for c in range(int(chains)):
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
             st = init_state(xb, model, dicts[c], cseed, gamma_e_init=gamma_e_init,
-                            gamma_s_init=gamma_s, mask=mb)
+                            gamma_s_init=gamma_s, mask=mb, start=start)
             back_top = np.argsort(perms[c][-1])  # the chain's maps -> the given order
             back_l1 = np.argsort(perms[c][0])
             for t in range(burn_in + collect):

@@ -17,6 +17,7 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs
 from dgdm_tf.core.ops import full_conv_adjoint
+from dgdm_tf.topdown.ridge_start import gamma_e_given_fit, top_ridge_fit
 
 DeepState = collections.namedtuple(
     "DeepState", ["d", "z", "log_theta", "s_top", "on", "log_pi", "gamma_s", "gamma_e",
@@ -48,7 +49,7 @@ def residual(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
 
 
 def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_init=None,
-               gamma_s_init: float = 1.0, mask=None) -> DeepState:
+               gamma_s_init: float = 1.0, mask=None, start=None) -> DeepState:
     """Start of a chain from given dictionaries (pretrained, or drawn from the prior).
 
     The paper leaves the start open; this sets where the chain starts, not its target:
@@ -57,7 +58,9 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     filter); the top layer starts off, theta and pi at their prior means, gamma_s at
     ``gamma_s_init`` and gamma_e at ``gamma_e_init`` (or 1 / Var(X_n)). Missing pixels
     (``mask``) enter the start as zeros. The first sweep draws the top layer first, so
-    it sees these positions.
+    it sees these positions. With ``start`` (a :class:`dgdm_tf.pretrain.ridge_start.RidgeStart`)
+    the top layer starts at :mod:`dgdm_tf.topdown.ridge_start`'s order-free fit instead,
+    and gamma_e at its conditional mean given that fit.
     """
     x = tf.convert_to_tensor(x, tf.float32)
     n = x.shape[0]
@@ -83,8 +86,14 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     gt = model.top
     s_top = tf.zeros([n, gt.hs, gt.ws, gt.k])
     on = tf.zeros_like(s_top)
+    if start is not None:
+        zd = [dense_indicators(zz, g) for zz, g in zip(z, model.geoms[:-1])]
+        s_top, on = top_ridge_fit(x, h, model, d, zd, start, mask)
     log_pi = tf.broadcast_to(tf.math.log(model.pi_prior), [n, gt.k, 2])
-    if gamma_e_init is None:
+    if start is not None:
+        zd = [dense_indicators(zz, g) for zz, g in zip(z, model.geoms[:-1])]
+        gamma_e = gamma_e_given_fit(x, layer_inputs(s_top, model, d, zd)[0], model, mask)
+    elif gamma_e_init is None:
         var = tf.math.reduce_variance(tf.reshape(x, [n, -1]), axis=1)
         gamma_e = 1.0 / tf.maximum(var, 1e-6)
     else:
