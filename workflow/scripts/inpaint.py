@@ -17,6 +17,7 @@ from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
+from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.topdown import chain as deep_chain
 
 from dgdm_tf.report import model_plots as deep_plots
@@ -44,7 +45,8 @@ for name, (dicts, gs, ge) in models.items():
     res = deep_chain.infer_topdown(
         x, dicts, layers, seed=seed_for(seed, ds, "inpaint", name), burn_in=int(cfg["burn_in"]),
         collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gs,
-        gamma_e_init=ge, hyper=hyper, mask=mask, scan=cfg["scan"], progress=progress)
+        gamma_e_init=ge, hyper=hyper, mask=mask, scan=cfg["scan"],
+        start=RidgeStart.from_config(cfg["start"]), progress=progress)
     rec = np.where(mask > 0, x, res["reconstruction"])  # observed pixels are kept
     recons[name] = rec
     scores[name] = deep_chain.hidden_error(x, rec, mask, peak)
