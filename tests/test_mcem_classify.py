@@ -54,8 +54,10 @@ def test_scores_average_each_models_own_decision_values(route):
     assert (out.layer1_pooled is not None) == (route == "gibbs") and out.seconds > 0
 
 
-def test_an_unknown_route_is_refused():
+@pytest.mark.parametrize("route, says", [("map", "route must be"), ("mcem", "needs iterations"),
+                                         ("gibbs", "needs collect")])
+def test_a_route_without_its_settings_is_refused(route, says):
     models, x, mean, std = _models_and_images(n_models=1)
-    with pytest.raises(ValueError, match="route must be"):
-        classify(x, models, mean, std, LAYERS, route="map", seeds=[0], burn_in=1, batch_size=4,
+    with pytest.raises(ValueError, match=says):
+        classify(x, models, mean, std, LAYERS, route=route, seeds=[0], burn_in=1, batch_size=4,
                  gamma_s=1.0, scan="fixed")

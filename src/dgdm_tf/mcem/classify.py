@@ -50,15 +50,18 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
     ``burn_in`` + ``collect`` sweeps."""
     if route not in ("mcem", "gibbs"):
         raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
+    if route == "mcem" and (iterations is None or rmsprop is None):
+        raise ValueError("route 'mcem' needs iterations and rmsprop (lr, decay, steps)")
+    if route == "gibbs" and collect is None:
+        raise ValueError("route 'gibbs' needs collect")
     common = dict(burn_in=int(burn_in), batch_size=int(batch_size), gamma_s=gamma_s,
                   gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, progress=progress)
     per_model, q_traces, layer1, seconds = [], [], None, 0.0
     for j, (dictionaries, beta) in enumerate(models):
         if route == "mcem":
-            rms = rmsprop or {}
             res = infer_map(x, dictionaries, layers, seed=seeds[j], iterations=int(iterations),
-                            rmsprop_lr=float(rms["lr"]), rmsprop_decay=float(rms["decay"]),
-                            rmsprop_steps=int(rms["steps"]), fn_cache=fn_cache, **common)
+                            rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
+                            rmsprop_steps=int(rmsprop["steps"]), fn_cache=fn_cache, **common)
             q_traces.append([float(q) for q in res["q_trace"]])
             s_top = res["features"]
         else:

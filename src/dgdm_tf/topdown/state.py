@@ -86,12 +86,10 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     gt = model.top
     s_top = tf.zeros([n, gt.hs, gt.ws, gt.k])
     on = tf.zeros_like(s_top)
-    if start is not None:
-        zd = [dense_indicators(zz, g) for zz, g in zip(z, model.geoms[:-1])]
-        s_top, on = top_ridge_fit(x, h, model, d, zd, start, mask)
     log_pi = tf.broadcast_to(tf.math.log(model.pi_prior), [n, gt.k, 2])
     if start is not None:
         zd = [dense_indicators(zz, g) for zz, g in zip(z, model.geoms[:-1])]
+        s_top, on = top_ridge_fit(x, h, model, d, zd, start, mask)
         gamma_e = gamma_e_given_fit(x, layer_inputs(s_top, model, d, zd)[0], model, mask)
     elif gamma_e_init is None:
         var = tf.math.reduce_variance(tf.reshape(x, [n, -1]), axis=1)
