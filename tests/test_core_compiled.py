@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import compiled, per_layer
 from dgdm_tf.core.model import DeepModel
 
 
@@ -35,3 +35,16 @@ def test_two_traces_of_a_sweep_give_bitwise_equal_outputs():
     assert np.count_nonzero(outs[0][0]) > 1000  # the means are not trivially zero
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
+def test_per_layer_spreads_a_bool_and_checks_a_list():
+    assert per_layer(True, 3) == [True, True, True]
+    assert per_layer([False, True], 2) == [False, True]
+    assert per_layer("top", 3) == [False, False, True]
+    for bad in ([True], [True, "yes"], "all"):
+        try:
+            per_layer(bad, 2)
+        except ValueError as e:
+            assert "2 booleans, one per layer" in str(e) and repr(bad) in str(e)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")

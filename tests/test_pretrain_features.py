@@ -39,13 +39,38 @@ def test_posterior_mean_features_recover_the_true_pooled_codes():
 def test_features_are_reproducible_and_shaped():
     x, d, s, p = _model_data(n=20)
     d2 = np.random.default_rng(3).normal(size=(3, 3, 3, 4)).astype(np.float32)
-    kw = dict(seed=4, burn_in=2, collect=2, batch_size=8, gamma_ws=[1.0, 1.0], progress=None)
+    kw = dict(seed=4, burn_in=2, collect=2, batch_size=8, gamma_ws=[1.0, 1.0], progress=None,
+              jit_compile=False)  # XLA's compile time is the per-layer test's business
     a = infer_features(x, [d, d2], [p, 1], **kw)
     b = infer_features(x, [d, d2], [p, 1], **kw)
     c = infer_features(x, [d, d2], [p, 1], **{**kw, "seed": 5})
     assert a.shape == (20, 3 * 3 * 4)  # 5x5 pooled -> 3x3 top maps, 4 elements
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_jit_compile_per_layer_compiles_only_the_layers_it_names():
+    """A per-layer list reaches each layer: layer 1 in graph mode gives bitwise the
+    features of an all-graph run; layer 2 under XLA runs the same conditionals but XLA
+    generates the stateless random numbers its own way, so its draws are others (and
+    repeat for the same seed)."""
+    x, d, s, p = _model_data(n=8)
+    d2 = np.random.default_rng(3).normal(size=(3, 3, 3, 4)).astype(np.float32)
+    kw = dict(seed=4, burn_in=1, collect=1, batch_size=8, gamma_ws=[1.0, 1.0], progress=None)
+    outs = {}
+    for jit in (False, [False, True]):
+        layers = []
+        outs[str(jit)] = (infer_features(x, [d, d2], [p, 1], jit_compile=jit, layer_outputs=layers,
+                                         **kw), layers[0])
+    (graph, graph_l1), (mixed, mixed_l1) = outs["False"], outs["[False, True]"]
+    np.testing.assert_array_equal(graph_l1, mixed_l1)
+    assert not np.array_equal(mixed, graph)
+    layers = []
+    np.testing.assert_array_equal(
+        infer_features(x, [d, d2], [p, 1], jit_compile=[False, True], layer_outputs=layers, **kw),
+        mixed)
+    with pytest.raises(ValueError, match="one per layer"):
+        infer_features(x, [d, d2], [p, 1], jit_compile=[True], **kw)
 
 
 def test_mismatched_channels_are_refused():

@@ -25,11 +25,13 @@ def _blocks_from_dense(geom, s_nhwc):
 # (z, W) of one block: W integrated out, against numerical quadrature
 # ---------------------------------------------------------------------------------------
 
-def test_zw_block_conditional_matches_quadrature():
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_zw_block_conditional_matches_quadrature(jit_compile):
     """One 2x2 block of a 3x3 image (dict 2x2): the state frequencies over 20,000
     independent images match p(z | -) computed by quadrature over W, and W | z matches
     its quadrature mean and variance; half the images start with the block on, which the
-    draw must ignore."""
+    draw must ignore. Under XLA too (config ``jit_compile``), whose random bits are its
+    own."""
     geom = LayerGeometry(hx=3, wx=3, c=1, dh=2, dw=2, k=1, p=2)
     n = 20000
     rng = np.random.default_rng(0)
@@ -51,7 +53,9 @@ def test_zw_block_conditional_matches_quadrature():
         log_theta=tf.constant(np.log(np.broadcast_to(theta, (n, 1, 5))).astype(np.float32)),
         gamma_w=tf.constant(gw), gamma_e=tf.constant(np.full(n, ge, np.float32)),
         resid=PB.pad_input(tf.constant(x - recon), geom), seed=tf.constant([0, 0]))
-    out = P.resample_zw(state, tf.constant(x), model, tf.constant([7, 11]))
+    step = compiled(lambda st, sd: P.resample_zw(st, tf.constant(x), model, sd),
+                    jit_compile=jit_compile)
+    out = step(state, tf.constant([7, 11]))
     z = out.z.numpy().reshape(n)
     s = PB.blocks_to_nhwc(out.s, geom).numpy().reshape(n, 4)
     # residual bookkeeping stays exact
@@ -164,17 +168,18 @@ def test_d_conditional_matches_exact_gaussian():
 
 
 @pytest.mark.slow
-def test_geweke_joint_distribution():
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_geweke_joint_distribution(jit_compile):
     """Successive-conditional simulation keeps the joint (|z| < 4: 125 independent chains
     of 20 sweeps, each from an exact joint draw, :func:`_deep_geweke.geweke_chains`) on
     nine test functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross
     terms. The geometry has partial edge blocks, two colours per axis and two input
-    channels."""
+    channels. With the (z, W) step under XLA too (config ``jit_compile``)."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)  # hs=3 x ws=4
     n = 2
     model = _model(geom, n, GEWEKE_HYPER)
     rng = np.random.default_rng(2024)
-    sweep = P.make_sweep_fn(model)
+    sweep = P.make_sweep_fn(model, jit_compile=jit_compile)
 
     def start(c):
         prm = forward_params(rng, geom, model, n)

@@ -86,6 +86,12 @@ def test_top_layer_must_not_pool(repo, tmp_path):
     assert "`datasets.mnist.model.layers[1].pool`" in out
 
 
+def test_per_layer_jit_list_needs_one_flag_per_layer(repo, tmp_path):
+    out = dry_run_error(repo, tmp_path,
+                        lambda c: c["datasets"]["mnist"]["features"].update(jit_compile=[True]))
+    assert "`datasets.mnist.features.jit_compile`" in out and "one flag per layer (2" in out
+
+
 def test_unknown_method_is_rejected(repo, tmp_path):
     out = dry_run_error(repo, tmp_path, lambda c: c["datasets"]["mnist"].update(methods=["supervisd"]))
     assert "`datasets.mnist.methods[0]`" in out and "pretrained_svm" in out

@@ -43,6 +43,7 @@ EXEMPT = {
     ("run_pretrain_layer", "prune_min_usage"): OFF,
     ("run_pretrain_layer", "anneal_ratio"): OFF,
     ("run_pretrain_layer", "anneal_start"): OFF,
+    ("run_pretrain_layer", "jit_compile"): "one layer's flag; the rule picks it from the per-layer setting",
     ("infer_features", "anneal_ratio"): OFF,
     ("infer_features", "anneal_start"): OFF,
     ("infer_features", "start"): "the library's RidgeStart() is pretraining's (40 CG steps); features' is 20",

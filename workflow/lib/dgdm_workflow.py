@@ -109,8 +109,9 @@ def config_error(configfiles: Iterable, key: str, msg: str):
 
 
 def check_config(config: dict, configfiles: Iterable) -> None:
-    """What the schema cannot say: the top layer is not pooled, and `benchmark.dataset`
-    names a configured dataset (or is null)."""
+    """What the schema cannot say: the top layer is not pooled, a per-layer `jit_compile`
+    list has one flag per layer, and `benchmark.dataset` names a configured dataset (or
+    is null)."""
     datasets = config["datasets"]
     for ds, block in datasets.items():
         layers = block["model"]["layers"]
@@ -118,6 +119,13 @@ def check_config(config: dict, configfiles: Iterable) -> None:
             config_error(configfiles, f"datasets.{ds}.model.layers[{len(layers) - 1}].pool",
                          f"the top layer is not pooled: pool must be 1, got "
                          f"{layers[-1]['pool']}.")
+        for part in ("pretrain", "features"):
+            flag = block.get(part, {}).get("jit_compile", False)
+            if isinstance(flag, list) and len(flag) != len(layers):
+                config_error(configfiles, f"datasets.{ds}.{part}.jit_compile",
+                             f"a list needs one flag per layer ({len(layers)}, layer 1 first), "
+                             f"got {len(flag)}: {flag!r}. Or give true / false for every layer, or "
+                             f"top for the top layer alone.")
     bench = config["benchmark"]["dataset"]
     if bench is not None and bench not in datasets:
         config_error(configfiles, "benchmark.dataset",

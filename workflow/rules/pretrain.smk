@@ -41,6 +41,7 @@ rule pretrain_layer:
     params:
         layer=lambda wc: ds_cfg(wc.ds)["model"]["layers"][int(wc.l) - 1],
         pretrain=lambda wc: ds_cfg(wc.ds)["pretrain"],
+        n_layers=lambda wc: n_layers(wc.ds),
         hyper=config["hyper"],
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/pretrain/layer{wc.l}_ckpt",

@@ -49,7 +49,7 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
         seed=seed_for(seed, ds, "features", split),
         burn_in=int(fcfg["burn_in"]), collect=int(fcfg["collect"]),
         batch_size=int(fcfg["batch_size"]), hyper=hyper,
-        jit_compile=bool(fcfg["jit_compile"]), anneal_sweeps=anneal_sweeps,
+        jit_compile=fcfg["jit_compile"], anneal_sweeps=anneal_sweeps,
         anneal_ratio=float(fcfg["anneal_ratio"]), anneal_start=float(fcfg["anneal_start"]),
         layer_outputs=per_layer, chains=int(fcfg["chains"]), layer_stats=per_layer_stats,
         scan=str(fcfg["scan"]), start=RidgeStart.from_config(fcfg["start"]), progress=progress)

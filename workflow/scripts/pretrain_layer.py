@@ -15,6 +15,7 @@ from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
 
+from dgdm_tf.core.compiled import per_layer  # noqa: E402
 from dgdm_tf.core.random import seed_for  # noqa: E402
 from dgdm_tf.data.subsets import subset_indices  # noqa: E402
 
@@ -65,7 +66,7 @@ out = chain.run_pretrain_layer(
     checkpoint_dir=str(ckpt),
     checkpoint_every=int(pre["checkpoint_every"]),
     trace_path=str(ckpt / "trace.tsv"),
-    jit_compile=bool(pre["jit_compile"]),
+    jit_compile=per_layer(pre["jit_compile"], int(snakemake.params.n_layers))[l - 1],
     anneal_sweeps=int(round(float(pre["anneal_fraction"]) * int(pre["burn_in"]))),
     anneal_ratio=float(pre["anneal_ratio"]),
     anneal_start=float(pre["anneal_start"]),

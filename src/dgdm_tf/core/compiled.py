@@ -42,3 +42,18 @@ def compiled(fn=None, **kwargs):
         return lambda f: compiled(f, **kwargs)
     reproducible_graphs()
     return tf.function(fn, autograph=False, **kwargs)
+
+
+def per_layer(flag, n_layers: int, key: str = "jit_compile") -> list[bool]:
+    """A per-layer switch (config ``jit_compile``) as one bool per layer: a bool applies
+    to every layer, ``"top"`` to the top layer alone, a list gives each layer its own
+    (layer 1 first)."""
+    if isinstance(flag, bool):
+        return [flag] * n_layers
+    if flag == "top":
+        return [False] * (n_layers - 1) + [True]
+    flags = list(flag) if isinstance(flag, (list, tuple)) else []
+    if len(flags) != n_layers or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(f"{key} must be true, false, 'top' or a list of {n_layers} booleans, "
+                         f"one per layer (layer 1 first); got {flag!r}")
+    return flags

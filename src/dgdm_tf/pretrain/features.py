@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
+from dgdm_tf.core.compiled import per_layer
 from dgdm_tf.mcmc import anneal
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.layout import LayerGeometry
@@ -123,7 +124,7 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
 def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
                    seed: int, burn_in: int, collect: int, batch_size: int,
                    gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
-                   hyper: dict | None = None, jit_compile: bool = False,
+                   hyper: dict | None = None, jit_compile: bool | str | Sequence[bool] = "top",
                    anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
                    layer_outputs: list | None = None, chains: int = 1,
                    layer_stats: list | None = None, scan: str = "random",
@@ -140,18 +141,21 @@ def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Seq
     (the mixing diagnostics read layer 1's). ``chains``: independent chains per image,
     averaged (:func:`infer_layer`); ``layer_stats``, a list, receives each layer's stats.
     ``scan``, ``start``: every layer's chains' scan order and start (:func:`infer_layer`).
+    ``jit_compile``: XLA for every layer's (z, W) step, for the top layer's alone
+    (``"top"``), or a list, one flag per layer (:func:`dgdm_tf.core.compiled.per_layer`).
     """
     if gamma_e_inits is None:
         gamma_e_inits = [None] * len(dictionaries)
     # zip() would silently drop layers on a short list
     if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_e_inits):
         raise ValueError("one pooling size, gamma_w and gamma_e start per dictionary are needed")
+    jits = per_layer(jit_compile, len(dictionaries))
     h = np.asarray(x, np.float32)
     for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
         st = {}
         h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
                         collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
-                        jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
+                        jit_compile=jits[l], anneal_sweeps=anneal_sweeps,
                         anneal_ratio=anneal_ratio, anneal_start=anneal_start, chains=chains,
                         stats=st, scan=scan, start=start, progress=progress)
         if layer_outputs is not None:
