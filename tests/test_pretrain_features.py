@@ -52,10 +52,11 @@ def test_features_are_reproducible_and_shaped():
 def test_jit_compile_per_layer_compiles_only_the_layers_it_names():
     """A per-layer list reaches each layer: layer 1 in graph mode gives bitwise the
     features of an all-graph run; layer 2 under XLA runs the same conditionals but XLA
-    generates the stateless random numbers its own way, so its draws are others (and
-    repeat for the same seed)."""
+    generates the stateless random numbers its own way, so its draws are others (that
+    they repeat for a seed: tests/test_pretrain_kernel.py). Layer 2 has 2 x 2 positions,
+    four colours: a short compile."""
     x, d, s, p = _model_data(n=8)
-    d2 = np.random.default_rng(3).normal(size=(3, 3, 3, 4)).astype(np.float32)
+    d2 = np.random.default_rng(3).normal(size=(4, 4, 3, 4)).astype(np.float32)
     kw = dict(seed=4, burn_in=1, collect=1, batch_size=8, gamma_ws=[1.0, 1.0], progress=None)
     outs = {}
     for jit in (False, [False, True]):
@@ -64,11 +65,8 @@ def test_jit_compile_per_layer_compiles_only_the_layers_it_names():
                                          **kw), layers[0])
     (graph, graph_l1), (mixed, mixed_l1) = outs["False"], outs["[False, True]"]
     np.testing.assert_array_equal(graph_l1, mixed_l1)
+    assert mixed.shape == graph.shape == (8, 2 * 2 * 4) and np.all(np.isfinite(mixed))
     assert not np.array_equal(mixed, graph)
-    layers = []
-    np.testing.assert_array_equal(
-        infer_features(x, [d, d2], [p, 1], jit_compile=[False, True], layer_outputs=layers, **kw),
-        mixed)
     with pytest.raises(ValueError, match="one per layer"):
         infer_features(x, [d, d2], [p, 1], jit_compile=[True], **kw)
 
