@@ -11,13 +11,14 @@ Default batches: 1000 (pretraining's images) and 2500 (features.batch_size).
 """
 
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 import tensorflow as tf
+import yaml
 
 from dgdm_tf.bench.report import md_table
+from dgdm_tf.bench.timing import median_seconds
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.core.layout import layer_geometries
@@ -25,17 +26,13 @@ from dgdm_tf.core.ops import full_conv, full_conv_adjoint
 from dgdm_tf.pretrain import kernel as P
 from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 
-LAYERS = [{"dict_size": 8, "n_dict": 50, "pool": 3}, {"dict_size": 6, "n_dict": 200, "pool": 1}]
+# the default config's MNIST layers
+LAYERS = yaml.safe_load(open("config/config.yaml"))["datasets"]["mnist"]["model"]["layers"]
 
 
-def median_s(fn, reps=3):
-    fn()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        tf.nest.map_structure(lambda a: a.numpy() if hasattr(a, "numpy") else a, fn())
-        out.append(time.perf_counter() - t0)
-    return float(np.median(out))
+def median_s(fn):
+    fn()  # warm-up: trace and compile
+    return median_seconds(fn, 3)
 
 
 def profile(batch: int) -> list[dict]:
