@@ -170,13 +170,16 @@ def test_supervised_note_names_the_test_features(features, says):
     assert says in note and ("MCEM" in note) == (features == "mcem"), note
 
 
-@pytest.mark.parametrize("chains, says", [(1, "features: 5 burn-in + 5 collection sweeps."),
-                                          (4, "features: 2 burn-in + 3 collection sweeps, 4 chains per image averaged")])
-def test_pretrained_note_names_the_feature_chains(chains, says):
+@pytest.mark.parametrize("route, chains, says", [
+    ("layerwise", 1, "features: each layer's chain on the layer below, 5 burn-in + 5 collection sweeps."),
+    ("layerwise", 4, "layer below, 2 burn-in + 3 collection sweeps, 4 chains per image averaged"),
+    ("topdown", 1, "the whole pretrained model (test-time top-down chain, 3 burn-in + 2 collection")])
+def test_pretrained_note_names_the_feature_route(route, chains, says):
     bi, co = (5, 5) if chains == 1 else (2, 3)
-    m = {"config": {"features": {"burn_in": bi, "collect": co, "chains": chains}}}
+    m = {"config": {"features": {"route": route, "burn_in": bi, "collect": co, "chains": chains},
+                    "topdown_features": {"burn_in": 3, "collect": 2}}}
     note = run_note("mnist", "pretrained_svm", m)
-    assert says in note and ("chains" in note) == (chains > 1), note
+    assert says in note and ("chains per" in note) == (chains > 1), note
 
 
 # ------------------------------------------- the reference row and the CNN at row sizes

@@ -108,7 +108,9 @@ def datasets_config(tmp: Path) -> Path:
     block = base["datasets"]["mnist_smoke"]
     common = {**block, "raw_dir": str(tmp / "raw"), "download": False, "image_shape": None,
               "n_train": None, "n_test": None, "methods": ["pretrained_svm"],
-              "model": {"layers": CIFAR_LAYERS}, "pretrain": {**block["pretrain"], "n_images": 40}}
+              "model": {"layers": CIFAR_LAYERS}, "pretrain": {**block["pretrain"], "n_images": 40},
+              # the smoke run covers the default route (topdown); this one the layer-wise
+              "features": {**block["features"], "route": "layerwise"}}
     c10 = {**common, "kind": "cifar10", "paper_table": "cifar10_aug", "augment": True,
            "tfds_data_dir": str(tfds_cifar10(tmp / "tfds10"))}
     c100 = {**common, "kind": "cifar100", "paper_table": "cifar100", "methods": [],
@@ -146,6 +148,7 @@ def test_mock_small_datasets_end_to_end(tmp_path):
     m = json.loads((res / "c10" / "pretrained_svm" / "metrics.json").read_text())
     assert (m["n_train"], m["n_test"]) == (80, 20) and 0 <= m["test_error_pct"] <= 100
     assert m["n_features"] == 11 * 11 * 4  # 32 -> 28, pool 2 -> 14 -> 11, K = 4
+    assert json.loads((res / "c10" / "pretrained_svm" / "mixing.json").read_text())["route"] == "layerwise"
     row = row_of("## `c10`: CIFAR-10, with data augmentation")
     assert f"| {m['test_error_pct']:.2f} | 20.62 |" in row and "80 / 20" in row
 

@@ -250,6 +250,8 @@ class Wiring:
             out["refine"] = f"results/{wc.ds}/refine/model.npz"
             # the same SVM on the pretrained features of the same images: what refinement adds
             out["pretrained_features"] = f"results/{wc.ds}/pretrained_svm/features.npz"
+            # on the same images that fit is the pretrained_svm row itself: reused, not refitted
+            out["pretrained_metrics"] = f"results/{wc.ds}/pretrained_svm/metrics.json"
         return out
 
     def svm_settings(self, wc) -> dict:

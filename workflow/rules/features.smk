@@ -2,7 +2,9 @@
 
 
 rule features:
-    """Features of {ds} with the pretrained dictionaries (method pretrained_svm)."""
+    """Features of {ds} with the pretrained layers (method pretrained_svm): the top-down
+    chain through the whole pretrained model (features.route topdown) or each layer's
+    chain on the layer below (layerwise)."""
     input:
         data="results/{ds}/data/prepared.npz",
         layers=all_layer_files,
@@ -17,8 +19,9 @@ rule features:
             labels={"figure": "activity vs ink: pretrained_svm features", "layer": "1"},
         ),
     params:
-        pools=lambda wc: [L["pool"] for L in ds_cfg(wc.ds)["model"]["layers"]],
+        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         features=lambda wc: ds_cfg(wc.ds)["features"],
+        topdown=lambda wc: ds_cfg(wc.ds)["topdown_features"],
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
         hyper=config["hyper"],

@@ -155,3 +155,34 @@ def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
         progress(f"  {rows[-1]}")
     with atomic_io.atomic_path(csv_path) as tmp:
         pd.DataFrame(rows).to_csv(tmp, index=False)
+
+
+def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
+                           gamma_e_init: float, hyper: dict) -> dict:
+    """The test-time top-down chain (dgdm_tf.topdown.chain.infer_topdown) with the chain
+    settings of a `topdown_features` block: the features of unsupervised_svm (refined
+    model) and of pretrained_svm with `features.route: topdown` (pretrained layers)."""
+    from dgdm_tf.pretrain.ridge_start import RidgeStart
+    from dgdm_tf.topdown import chain as deep_chain
+
+    return deep_chain.infer_topdown(
+        x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
+        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
+        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"],
+        start=RidgeStart.from_config(cfg["start"]), progress=progress)
+
+
+def layer1_mixing(pooled, x, dict_size: int, pool: int, png: str, title: str) -> dict:
+    """Does layer 1's activity follow the ink, or the scan order? The diagnostics of
+    dgdm_tf.mcmc.diagnostics for mixing.json, logged and drawn to ``png``."""
+    import numpy as np
+
+    from dgdm_tf.mcmc import diagnostics as mixing
+    from dgdm_tf.report import plots
+
+    diag = mixing.layer1_diagnostics(pooled, x, int(dict_size), int(pool))
+    r = diag["activity_ink_layer1"]
+    progress(f"layer-1 activity-ink correlation {r:.3f} ({len(x)} train images)")
+    plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),
+                        r, png, title)
+    return diag

@@ -4,7 +4,7 @@ for the same seeded train/test subsets as the other methods (their first images)
 
 import json
 
-from _common import elapsed, plain, progress, start
+from _common import elapsed, layer1_mixing, plain, progress, start, topdown_chain_features
 
 start(snakemake, tensorflow=True)
 
@@ -13,16 +13,8 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
-
-from dgdm_tf import data
-
-from dgdm_tf.topdown import chain as deep_chain
-
-from dgdm_tf.mcmc import diagnostics as mixing
-
-from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
-from dgdm_tf.report import plots
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -30,7 +22,6 @@ cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
 refined = artifacts.read_refined_model(snakemake.input.model)
-dictionaries, gamma_s, gamma_e0 = refined.D, refined.gamma_s, refined.gamma_e_mean
 d = data.load_prepared(snakemake.input.data)
 out = {}
 for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
@@ -38,22 +29,14 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
     # the other methods' subset, then its first `own` images
     x, y, idx = shared_subset(d, split, size, own, seed, ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
-    res = deep_chain.infer_topdown(
-        x, dictionaries, layers, seed=seed_for(seed, ds, "topdown_features", split),
-        burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
-        batch_size=int(cfg["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e0,
-        hyper=hyper, scan=cfg["scan"], start=RidgeStart.from_config(cfg["start"]),
-        progress=progress)
+    res = topdown_chain_features(
+        x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
+        gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper)
     if split == "train":
-        # does layer 1's activity follow the ink, or the scan order? (dgdm_tf.mcmc.diagnostics)
-        diag = mixing.layer1_diagnostics(res["layer1_pooled"], x, int(layers[0]["dict_size"]),
-                                         int(layers[0]["pool"]))
-        progress(f"{ds}: layer-1 activity-ink correlation {diag['activity_ink_layer1']:.3f} "
-                 f"({len(x)} train images)")
-        plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),
-                            diag["activity_ink_layer1"], snakemake.output.activity_png,
-                            f"{ds}: layer-1 output of the top-down model (unsupervised_svm), "
-                            f"{len(x)} train images")
+        diag = layer1_mixing(res["layer1_pooled"], x, layers[0]["dict_size"], layers[0]["pool"],
+                             snakemake.output.activity_png,
+                             f"{ds}: layer-1 output of the top-down model (unsupervised_svm), "
+                             f"{len(x)} train images")
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)

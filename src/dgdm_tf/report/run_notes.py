@@ -52,9 +52,16 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
             + (f" (the first {tempered} burn-in sweeps tempered)" if tempered else ""))
     feat = cfg.get("features") or {}
     if feat and method not in ("unsupervised_svm", "supervised"):
-        chains = int(feat.get("chains") or 1)
-        bits.append(f"features: {feat.get('burn_in')} burn-in + {feat.get('collect')} "
-                    "collection sweeps" + (f", {chains} chains per image averaged" if chains > 1 else ""))
+        if feat.get("route", "layerwise") == "topdown":
+            td = cfg.get("topdown_features") or {}
+            bits.append("features: the top layer given the whole pretrained model (test-time "
+                        f"top-down chain, {td.get('burn_in')} burn-in + {td.get('collect')} "
+                        "collection sweeps)")
+        else:
+            chains = int(feat.get("chains") or 1)
+            bits.append(f"features: each layer's chain on the layer below, {feat.get('burn_in')} "
+                        f"burn-in + {feat.get('collect')} collection sweeps"
+                        + (f", {chains} chains per image averaged" if chains > 1 else ""))
     svm = cfg.get("svm") or {}
     if svm and method != "supervised":
         bits.append(f"SVM: {svm.get('burn_in')} burn-in + {svm.get('collect')} collection")
