@@ -37,14 +37,14 @@ def test_posterior_mean_features_recover_the_true_pooled_codes():
 
 
 def test_features_are_reproducible_and_shaped():
-    x, d, s, p = _model_data(n=20)
+    x, d, s, p = _model_data(n=16)  # two full batches: one trace per layer
     d2 = np.random.default_rng(3).normal(size=(3, 3, 3, 4)).astype(np.float32)
     kw = dict(seed=4, burn_in=2, collect=2, batch_size=8, gamma_ws=[1.0, 1.0], progress=None,
               jit_compile=False)  # XLA's compile time is the per-layer test's business
     a = infer_features(x, [d, d2], [p, 1], **kw)
     b = infer_features(x, [d, d2], [p, 1], **kw)
     c = infer_features(x, [d, d2], [p, 1], **{**kw, "seed": 5})
-    assert a.shape == (20, 3 * 3 * 4)  # 5x5 pooled -> 3x3 top maps, 4 elements
+    assert a.shape == (16, 3 * 3 * 4)  # 5x5 pooled -> 3x3 top maps, 4 elements
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
 
