@@ -173,11 +173,13 @@ def test_supervised_note_names_the_test_features(features, says):
 @pytest.mark.parametrize("route, chains, says", [
     ("layerwise", 1, "features: each layer's chain on the layer below, 5 burn-in + 5 collection sweeps."),
     ("layerwise", 4, "layer below, 2 burn-in + 3 collection sweeps, 4 chains per image averaged"),
-    ("topdown", 1, "the whole pretrained model (test-time top-down chain, 3 burn-in + 2 collection")])
+    ("topdown", 1, "the whole pretrained model (test-time top-down chain, 3 burn-in + 2 collection"),
+    ("topdown", 2, "top-down chain, 1 burn-in + 1 collection sweeps per chain, 2 chains per image averaged)")])
 def test_pretrained_note_names_the_feature_route(route, chains, says):
     bi, co = (5, 5) if chains == 1 else (2, 3)
+    td = {"burn_in": 3, "collect": 2} if chains == 1 else {"burn_in": 1, "collect": 1, "chains": chains}
     m = {"config": {"features": {"route": route, "burn_in": bi, "collect": co, "chains": chains},
-                    "topdown_features": {"burn_in": 3, "collect": 2}}}
+                    "topdown_features": td}}
     note = run_note("mnist", "pretrained_svm", m)
     assert says in note and ("chains per" in note) == (chains > 1), note
 

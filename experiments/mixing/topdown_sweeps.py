@@ -1,11 +1,14 @@
 """How many test-time top-down sweeps does the `pretrained_svm` row need? On a default
 run's pretrained layers and the first n_train / n_test images of its subset, the run's
 Bayesian SVM on the top-down features (`topdown.chain.infer_topdown`, the run's
-`topdown_features` settings) for each burn-in + collect pair given:
+`topdown_features` settings) for each burn-in + collect pair given, optionally with
+``xM``: M independent chains per image, averaged (``infer_topdown(chains=M)``: chain c
+runs on the model with its maps in the c-th fixed order):
 
-    python experiments/mixing/topdown_sweeps.py results/mnist 2000 1000 3+3 2+2
+    python experiments/mixing/topdown_sweeps.py results/mnist 2000 1000 3+3 2+2 2+2x2
 
-Prints the test error and the features' seconds for each pair.
+Prints the test error, the fraction of top units above 1e-3, layer 1's activity-ink
+and the features' seconds for each setting.
 """
 import sys
 import time
@@ -13,11 +16,15 @@ import time
 import numpy as np
 import yaml
 
+from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 from dgdm_tf.topdown import chain as deep_chain
 
 root, n_train, n_test = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-pairs = [tuple(int(v) for v in p.split("+")) for p in sys.argv[4:]]
+settings = []
+for p in sys.argv[4:]:
+    sweeps, _, m = p.partition("x")
+    settings.append((*(int(v) for v in sweeps.split("+")), int(m or 1)))
 run = yaml.safe_load(open(f"{root}/pretrained_svm/config.yaml"))["block"]
 layers, cfg = run["model"]["layers"], run["topdown_features"]
 z = [np.load(f"{root}/pretrain/layer{l + 1}.npz") for l in range(len(layers))]
@@ -27,16 +34,21 @@ prep = np.load(f"{root}/data/prepared.npz")
 x = {s: prep[f"x_{s}"][feats[f"idx_{s}"][:n]].astype(np.float32)
      for s, n in (("train", n_train), ("test", n_test))}
 y = {s: feats[f"y_{s}"][:n] for s, n in (("train", n_train), ("test", n_test))}
-for burn_in, collect in pairs:
+for burn_in, collect, chains in settings:
     t = time.perf_counter()
-    f = {s: deep_chain.infer_topdown(
+    res = {s: deep_chain.infer_topdown(
         x[s], ds, layers, seed=seed, burn_in=burn_in, collect=collect,
         batch_size=int(cfg["batch_size"]), gamma_s=float(z[-1]["gamma_w"]),
-        gamma_e_init=float(np.mean(z[0]["gamma_e"])), scan=cfg["scan"], progress=None)["features"]
-        for s, seed in (("train", 1), ("test", 2))}
+        gamma_e_init=float(np.mean(z[0]["gamma_e"])), scan=cfg["scan"], chains=chains,
+        progress=None) for s, seed in (("train", 1), ("test", 2))}
     secs = time.perf_counter() - t
+    f = {s: r["features"] for s, r in res.items()}
+    ink = mixing.layer1_diagnostics(res["train"]["layer1_pooled"], x["train"],
+                                    int(layers[0]["dict_size"]), int(layers[0]["pool"]))
+    on = float(np.mean(np.abs(f["train"]) > 1e-3))
     svm = BayesianSVM(int(feats["n_classes"]), seed=3, progress=None, **run["svm"]).fit(
         f["train"], y["train"])
     err = 100.0 * float(np.mean(np.asarray(svm.predict(f["test"])) != y["test"]))
-    print(f"{burn_in} + {collect} sweeps: test error {err:.2f}% on {n_train} / {n_test} images "
-          f"(features {secs:.0f} s)", flush=True)
+    print(f"{burn_in} + {collect} sweeps, {chains} chain(s): test error {err:.2f}% on {n_train} / "
+          f"{n_test} images, top units > 1e-3 {on:.3f}, layer-1 activity-ink "
+          f"{ink['activity_ink_layer1']:.3f} (features {secs:.0f} s)", flush=True)

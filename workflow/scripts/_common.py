@@ -168,7 +168,7 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
     return deep_chain.infer_topdown(
         x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
         collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
-        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"],
+        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=int(cfg["chains"]),
         start=RidgeStart.from_config(cfg["start"]), progress=progress)
 
 

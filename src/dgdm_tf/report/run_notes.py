@@ -42,8 +42,7 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
         bits.append(
             f"joint refinement of all layers on {m.get('refine_n_images', ref.get('n_images'))} "
             f"images, {ref.get('burn_in')} burn-in + {ref.get('collect')} x {ref.get('thin')} "
-            f"collection sweeps; top-down features: {td.get('burn_in')} burn-in + "
-            f"{td.get('collect')} collection sweeps")
+            f"collection sweeps; top-down features: {_topdown_sweeps(td)}")
     if pre:
         tempered = round(float(pre.get("anneal_fraction") or 0) * int(pre.get("burn_in") or 0))
         bits.append(
@@ -55,8 +54,7 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
         if feat.get("route", "layerwise") == "topdown":
             td = cfg.get("topdown_features") or {}
             bits.append("features: the top layer given the whole pretrained model (test-time "
-                        f"top-down chain, {td.get('burn_in')} burn-in + {td.get('collect')} "
-                        "collection sweeps)")
+                        f"top-down chain, {_topdown_sweeps(td)})")
         else:
             chains = int(feat.get("chains") or 1)
             bits.append(f"features: each layer's chain on the layer below, {feat.get('burn_in')} "
@@ -74,6 +72,13 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
         bits.append("the same SVM on the pretrained features of the same images: test error "
                     f"{m['pretrained_same_subset_test_error_pct']:.2f}%")
     return f"`{method}` ran with " + "; ".join(bits) + "." if bits else ""
+
+
+def _topdown_sweeps(td: Mapping[str, Any]) -> str:
+    """The test-time top-down chains' schedule of a ``topdown_features`` block."""
+    chains = int(td.get("chains") or 1)
+    return (f"{td.get('burn_in')} burn-in + {td.get('collect')} collection sweeps"
+            + (f" per chain, {chains} chains per image averaged" if chains > 1 else ""))
 
 
 def _mcem_note(method: str, m: Mapping[str, Any]) -> str:
