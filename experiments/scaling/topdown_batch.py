@@ -26,10 +26,11 @@ x = np.load(f"{root}/data/prepared.npz")["x_train"][:n].astype(np.float32)
 for b in sizes:
     kw = dict(seed=0, burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]), batch_size=b,
               gamma_s=float(z[-1]["gamma_w"]), gamma_e_init=float(np.mean(z[0]["gamma_e"])),
-              scan=cfg["scan"], progress=None)
+              scan=cfg["scan"], chains=int(cfg.get("chains", 1)), progress=None)
     deep_chain.infer_topdown(x[:b], ds, layers, **kw)  # compile at this batch shape
     t = time.perf_counter()
     deep_chain.infer_topdown(x, ds, layers, **kw)
     s = time.perf_counter() - t
     print(f"batch {b}: {s:.1f} s for {n} images, {1e3 * s / n:.1f} ms an image "
-          f"({int(cfg['burn_in'])} + {int(cfg['collect'])} sweeps)", flush=True)
+          f"({int(cfg['burn_in'])} + {int(cfg['collect'])} sweeps x {int(cfg.get('chains', 1))} "
+          f"chains)", flush=True)
