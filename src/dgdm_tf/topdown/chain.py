@@ -55,7 +55,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     'reconstruction': (N, H, W, C) posterior mean of g(S[L-1], Z) (the whole image,
     missing pixels included), 'layer1_pooled': (N, h, w, K_1) posterior
     mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
-    top; the mixing diagnostics read it), 'seconds'}. Batch b's chain is seeded by
+    top; the mixing diagnostics read it), 'chains': how many chains each output averages,
+    'seconds'}. Batch b's chain is seeded by
     fold-in of (seed, b), so results do not depend on the batches before it.
 
     The reconstruction is Rao-Blackwellised twice, each sweep adding g at conditional
@@ -132,7 +133,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         done = b0 + nb
         say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     return {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
-            "layer1_pooled": np.concatenate(l1s),
+            "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
             "seconds": time.time() - t0}
 
 
