@@ -111,8 +111,9 @@ def datasets_config(tmp: Path) -> Path:
               "model": {"layers": CIFAR_LAYERS}, "pretrain": {**block["pretrain"], "n_images": 40},
               # the smoke run covers the default route (topdown); this one the layer-wise
               "features": {**block["features"], "route": "layerwise"}}
+    # CIFAR-10 also covers the SVM's polarity-split view (the smoke run: the signed default)
     c10 = {**common, "kind": "cifar10", "paper_table": "cifar10_aug", "augment": True,
-           "tfds_data_dir": str(tfds_cifar10(tmp / "tfds10"))}
+           "svm_view": "split", "tfds_data_dir": str(tfds_cifar10(tmp / "tfds10"))}
     c100 = {**common, "kind": "cifar100", "paper_table": "cifar100", "methods": [],
             "tfds_data_dir": str(tfds_cifar100(tmp / "tfds100"))}
     # Caltech at 24 x 24 (the paper: 128 x 128), the paper's 15 training images a class
@@ -147,7 +148,8 @@ def test_mock_small_datasets_end_to_end(tmp_path):
     assert prep["image_shape"] == [32, 32, 3] and abs(prep["x_mean_train"]) < 0.05  # GCN
     m = json.loads((res / "c10" / "pretrained_svm" / "metrics.json").read_text())
     assert (m["n_train"], m["n_test"]) == (80, 20) and 0 <= m["test_error_pct"] <= 100
-    assert m["n_features"] == 11 * 11 * 4  # 32 -> 28, pool 2 -> 14 -> 11, K = 4
+    # 32 -> 28, pool 2 -> 14 -> 11, K = 4; split: each feature's two polarities
+    assert m["n_features"] == 2 * 11 * 11 * 4 and m["svm_view"] == "split"
     assert json.loads((res / "c10" / "pretrained_svm" / "mixing.json").read_text())["route"] == "layerwise"
     row = row_of("## `c10`: CIFAR-10, with data augmentation")
     assert f"| {m['test_error_pct']:.2f} | 20.62 |" in row and "80 / 20" in row

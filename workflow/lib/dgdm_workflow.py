@@ -264,6 +264,11 @@ class Wiring:
             kw["method"] = (self.ds_cfg(wc.ds).get("encoder") or {}).get("svm_method", "em")
         return kw
 
+    def svm_view(self, wc) -> str:
+        """How the SVM reads the row's features (dataset key `svm_view`); encoder_svm's
+        are nonnegative already and are read as they are."""
+        return "signed" if wc.method == "encoder_svm" else self.ds_cfg(wc.ds)["svm_view"]
+
     # --- the supervised model
     def refined_start(self, wc) -> list:
         """The refinement's model when the supervised chain starts from it

@@ -51,6 +51,7 @@ pretrain_layer_input = _wiring.pretrain_layer_input
 all_layer_files = _wiring.all_layer_files
 svm_inputs = _wiring.svm_inputs
 svm_settings = _wiring.svm_settings
+svm_view = _wiring.svm_view
 refined_start = _wiring.refined_start
 training_cfg = dgdm_workflow.training_cfg
 cnn_run_config = _wiring.cnn_run_config

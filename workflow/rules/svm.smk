@@ -16,6 +16,7 @@ rule svm:
         method="pretrained_svm|pretrained_block_svm|unsupervised_svm|encoder_svm",
     params:
         svm=svm_settings,
+        view=svm_view,
         run_config=lambda wc: run_config(wc.ds),
         config_files=CONFIG_FILES,
         method=lambda wc: wc.method,

@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -22,12 +23,14 @@ method = snakemake.params.method
 run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
 svm_kwargs = plain(snakemake.params.svm)
+view = str(snakemake.params.view)
 
 feats = artifacts.read_features(snakemake.input.features)
 f_train, y_train, f_test, y_test = feats.train.f, feats.train.y, feats.test.f, feats.test.y
+f_train, f_test = svm_view(f_train, view), svm_view(f_test, view)
 idx_test, n_classes, features_seconds = feats.test.idx, feats.n_classes, feats.wall_seconds
-progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape}, {n_classes} classes, "
-         f"{svm_kwargs}")
+progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape} ({view} features), "
+         f"{n_classes} classes, {svm_kwargs}")
 
 
 def em_last_rel_decrease(fitted):
@@ -63,8 +66,8 @@ if "pretrained_features" in snakemake.input.keys():
         rows = {int(i): r for r, i in enumerate(pf.train.idx)}
         rows_t = {int(i): r for r, i in enumerate(pf.test.idx)}
         if all(int(i) in rows for i in tr) and all(int(i) in rows_t for i in te):
-            pf_tr = pf.train.f[[rows[int(i)] for i in tr]]
-            pf_te = pf.test.f[[rows_t[int(i)] for i in te]]
+            pf_tr = svm_view(pf.train.f[[rows[int(i)] for i in tr]], view)
+            pf_te = svm_view(pf.test.f[[rows_t[int(i)] for i in te]], view)
             ref = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm_ref"),
                               progress=progress, **svm_kwargs).fit(pf_tr, y_train)
             same_subset = 100.0 * float(np.mean(np.asarray(ref.predict(pf_te)) != y_test))
@@ -112,7 +115,8 @@ metrics = {
     "n_train": int(len(y_train)),
     "n_test": int(len(y_test)),
     "n_classes": n_classes,
-    "n_features": int(f_train.shape[1]),
+    "n_features": int(f_train.shape[1]),  # as the SVM read them (svm_view)
+    "svm_view": view,
     # how the SVM was fitted (encoder_svm: encoder.svm_method; the others: svm.method)
     "svm_method": model.method,
     "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
