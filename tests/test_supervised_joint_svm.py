@@ -189,26 +189,19 @@ def test_supervised_chain_resumes_exactly(tmp_path):
     assert np.isfinite([r["svm_train_error"] for r in full["trace"][1:]]).all()
 
 
-@pytest.mark.slow
-def test_supervised_model_against_unsupervised_plus_svm():
-    """On labelled images drawn from a tiny model (class = which top map is on), the
-    supervised model classifies held-out images at least as well as the unsupervised
-    model + a separate SVM, from the same dictionaries and the same number of sweeps.
-    Both classify the test images from their posterior-mean top layer (the supervised
-    rule's default, ``predict.features: gibbs``).
-
-    It need not be strictly better: when the classes are separable in the unsupervised
-    features both reach the Bayes rate, and supervision changes only the training
-    features (test features are inferred without labels in both pipelines). The test
-    allows a 5-point margin (3 of the 60 test images) for the two pipelines' different
-    Monte Carlo noise, and checks that both beat chance (66.7 % error) by far.
-    """
+def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
+    """Test error (%) of the supervised model and of the unsupervised model + a separate
+    SVM on 60 held-out images of :func:`_labelled_data`, both trained by chains seeded
+    ``seed`` from the same dictionaries and the same number of sweeps, both classifying
+    from the posterior-mean top layer (the supervised rule's default,
+    ``predict.features: gibbs``). Also run by
+    ``experiments/supervised/toy_vs_unsupervised.py``."""
     model, d, x, lab = _labelled_data(180, seed=1, noise=0.6)
     top = (model.top.hs, model.top.ws, model.top.k)
     xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
-    sweeps = dict(seed=2, burn_in=8, collect=4, progress=None)
+    sweeps = dict(seed=seed, burn_in=8, collect=4, progress=None)
     sup = refine.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3,
-                                svm_hyper={"steps": 5}, svm_warmup=50, keep_models=2, **sweeps)
+                            svm_hyper={"steps": 5}, svm_warmup=50, keep_models=2, **sweeps)
     errs = []
     for j in range(2):
         mp = deep_chain.infer_topdown(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
@@ -223,6 +216,29 @@ def test_supervised_model_against_unsupervised_plus_svm():
     f_te = deep_chain.infer_topdown(xte, uns["D"], LAYERS, **common)["features"]
     clf = BayesianSVM(3, burn_in=50, collect=50, seed=0).fit(f_tr, ytr)
     err_uns = 100 * np.mean(clf.predict(f_te) != yte)
-    print(f"test error: supervised {err_sup:.1f}%, unsupervised + SVM {err_uns:.1f}%")
-    assert err_sup <= err_uns + 5.0, (err_sup, err_uns)
-    assert err_sup < 30.0 and err_uns < 30.0, (err_sup, err_uns)
+    return float(err_sup), float(err_uns)
+
+
+@pytest.mark.slow
+def test_supervised_model_against_unsupervised_plus_svm():
+    """On labelled images drawn from a tiny model (class = which top map is on), the
+    supervised model classifies held-out images at least as well as the unsupervised
+    model + a separate SVM (:func:`supervised_against_unsupervised`), on average over
+    three chain seeds.
+
+    It need not be strictly better: when the classes are separable in the unsupervised
+    features both reach the Bayes rate, and supervision changes only the training
+    features (test features are inferred without labels in both pipelines). One seed's
+    difference is too noisy to test: over seeds 2, 4, 6, 8, 10 the supervised model erred
+    11.7 / 3.3 / 1.7 / 1.7 / 5.0 %, the unsupervised one + SVM 1.7 / 3.3 / 1.7 / 1.7 / 8.3 %,
+    and seed 2's 11.7 % was 6.7 % before the top units' images were summed in another
+    order (``experiments/supervised/toy_vs_unsupervised.py``). So the test allows a
+    5-point margin (3 of the 60 test images) on the mean of seeds 2, 4 and 6, and checks
+    that every run beats chance (66.7 % error) by far.
+    """
+    runs = [supervised_against_unsupervised(seed) for seed in (2, 4, 6)]
+    for seed, (err_sup, err_uns) in zip((2, 4, 6), runs):
+        print(f"seed {seed}: test error supervised {err_sup:.1f}%, unsupervised + SVM {err_uns:.1f}%")
+        assert err_sup < 30.0 and err_uns < 30.0, (seed, err_sup, err_uns)
+    err_sup, err_uns = np.mean(runs, axis=0)
+    assert err_sup <= err_uns + 5.0, runs
