@@ -1,5 +1,5 @@
 """The supervised model against the unsupervised model + a separate SVM on the labelled
-toy data of ``tests/test_supervised_joint_svm.py`` (class = which top map is on), over
+toy data of ``tests/test_supervised_against_unsupervised.py`` (class = which top map is on), over
 several chain seeds: one seed's difference is a noisy draw, so this prints its spread.
 
     python experiments/supervised/toy_vs_unsupervised.py 2 4 6 8 10
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, "tests")
-from test_supervised_joint_svm import supervised_against_unsupervised  # noqa: E402
+from test_supervised_against_unsupervised import supervised_against_unsupervised  # noqa: E402
 
 rows = []
 for seed in [int(s) for s in sys.argv[1:]] or [2]:
