@@ -17,11 +17,12 @@ import time
 import numpy as np
 import yaml
 
+from dgdm_tf.supervised.feature_view import svm_view
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 
-TRANSFORMS = {
-    "signed": lambda f: f,
-    "split": lambda f: np.concatenate([np.maximum(f, 0), np.maximum(-f, 0)], axis=1),
+TRANSFORMS = {  # signed and split are the workflow's svm_view; the others probes only
+    "signed": lambda f: svm_view(f, "signed"),
+    "split": lambda f: svm_view(f, "split"),
     "abs": np.abs,
     "power": lambda f: np.sign(f) * np.sqrt(np.abs(f)),
 }
