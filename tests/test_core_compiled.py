@@ -5,8 +5,12 @@ import tensorflow as tf
 
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
-from dgdm_tf.core.compiled import compiled, per_layer
+import pytest
+
+from dgdm_tf.core.compiled import compiled, per_layer, value_key
 from dgdm_tf.core.model import DeepModel
+from dgdm_tf.topdown.chain import infer_topdown
+from _labelled_toy import LAYERS, labelled_data
 
 
 def test_compiled_turns_off_the_arithmetic_optimizer():
@@ -27,10 +31,11 @@ def test_two_traces_of_a_sweep_give_bitwise_equal_outputs():
     model = DeepModel(x.shape[1:], layers, None, scan="fixed").with_ks([50, 200])
     st = init_state(x, model, ds, tf.constant([5, 1]), gamma_e_init=1000.0, gamma_s_init=100.0)
     xt = tf.constant(x)
-    st, _ = make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
+    fresh = make_sweep_fn.__wrapped__  # the builder without its cache: a new trace each call
+    st, _ = fresh(model, mask_given=False, update_globals=False)(st, xt)
     outs = []
     for _ in range(2):
-        new, stats = make_sweep_fn(model, mask_given=False, update_globals=False)(st, xt)
+        new, stats = fresh(model, mask_given=False, update_globals=False)(st, xt)
         outs.append([np.asarray(stats["expected_top"]), np.asarray(new.s_top)])
     assert np.count_nonzero(outs[0][0]) > 1000  # the means are not trivially zero
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
@@ -48,3 +53,36 @@ def test_per_layer_spreads_a_bool_and_checks_a_list():
             assert "2 booleans, one per layer" in str(e) and repr(bad) in str(e)
         else:
             raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_equal_models_share_a_trace_and_other_options_do_not():
+    a, b = DeepModel((12, 12, 1), LAYERS), DeepModel((12, 12, 1), [dict(l) for l in LAYERS])
+    assert make_sweep_fn(a, update_globals=False) is make_sweep_fn(b, update_globals=False)
+    assert make_sweep_fn(a, update_globals=False) is not make_sweep_fn(a, update_globals=True)
+    for other in (DeepModel((12, 12, 1), LAYERS, scan="fixed"), a.with_ks([3, 3]),
+                  DeepModel((12, 12, 1), LAYERS, {"a_e": 1.0}), DeepModel((13, 13, 1), LAYERS)):
+        assert make_sweep_fn(other, update_globals=False) is not make_sweep_fn(a, update_globals=False)
+    with pytest.raises(TypeError, match="no value key for a object"):
+        value_key(object())
+    assert value_key(True) != value_key(1) and value_key([1.0]) != value_key((1.0,))
+
+
+def test_shared_traces_draw_what_fresh_traces_draw():
+    """Top-down chains through the cache (traces shared across calls, called at other batch
+    sizes in between) give the same features, bit for bit, as chains that trace afresh."""
+    model, d, x, _ = labelled_data(25, seed=1, noise=0.6)
+    kw = dict(seed=4, burn_in=2, collect=2, gamma_s=1.0, progress=None)
+
+    make_sweep_fn.cache_clear()
+    import dgdm_tf.topdown.chain as chain_mod
+    chain_mod.make_sweep_fn = make_sweep_fn.__wrapped__  # every call traces afresh
+    try:
+        fresh = infer_topdown(x, d, LAYERS, batch_size=10, **kw)["features"]
+    finally:
+        chain_mod.make_sweep_fn = make_sweep_fn
+    infer_topdown(x[:7], d, LAYERS, batch_size=7, **kw)  # other batch sizes trace first
+    shared = [infer_topdown(x, d, LAYERS, batch_size=10, **kw)["features"] for _ in range(2)]
+    assert make_sweep_fn.cache_len() == 1
+    assert np.count_nonzero(fresh) > 10
+    for f in shared:
+        np.testing.assert_array_equal(f, fresh)

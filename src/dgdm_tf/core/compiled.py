@@ -16,6 +16,12 @@ same sums differently, so the same seed gave different numbers in another proces
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
+import types
+
+import numpy as np
 import tensorflow as tf
 
 
@@ -42,6 +48,71 @@ def compiled(fn=None, **kwargs):
         return lambda f: compiled(f, **kwargs)
     reproducible_graphs()
     return tf.function(fn, autograph=False, **kwargs)
+
+
+def value_key(obj):
+    """A hashable key of ``obj``'s value, for :func:`cached_builder`: scalars by type
+    and value, dicts, lists, tuples and arrays by content, frozen dataclasses by their
+    fields, functions by identity, and objects with a ``cache_key()`` method (:class:`dgdm_tf.core.model.DeepModel`)
+    by what it returns. Anything else raises TypeError: a key by identity could hand a
+    trace of one model to another."""
+    if obj is None or isinstance(obj, (bool, int, float, str, np.bool_, np.integer, np.floating)):
+        return (type(obj).__name__, obj.item() if isinstance(obj, np.generic) else obj)
+    if isinstance(obj, types.FunctionType):  # by identity; the key holds it, so no id is reused
+        return ("function", obj)
+    if hasattr(obj, "cache_key"):
+        return (type(obj).__qualname__, value_key(obj.cache_key()))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and obj.__dataclass_params__.frozen:
+        return (type(obj).__qualname__, value_key(dataclasses.astuple(obj)))
+    if isinstance(obj, dict):
+        return ("dict", tuple(sorted((str(k), value_key(v)) for k, v in obj.items())))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(value_key(v) for v in obj))
+    if isinstance(obj, np.ndarray):
+        return ("ndarray", obj.dtype.str, obj.shape, obj.tobytes())
+    raise TypeError(f"no value key for a {type(obj).__qualname__}: give it a cache_key() method "
+                    "or do not cache the builder that takes it")
+
+
+_CACHES: list = []
+
+
+def clear_builder_caches() -> None:
+    """Empty every :func:`cached_builder`'s cache: what a test that monkeypatches a
+    function a trace calls must do before and after (``tests/conftest.py`` does it for
+    every test that takes ``monkeypatch``), or a trace from before the patch runs, or
+    outlives it."""
+    for cache in _CACHES:
+        cache.clear()
+
+
+def cached_builder(maxsize: int = 16):
+    """Decorator: memoise a builder of compiled functions on the value of its arguments
+    (:func:`value_key`), so that chains of the same model in one process (train and test
+    images, chains, seeds, chunks) share one trace instead of tracing afresh. A trace is a
+    function of the model's structure and the builder's options only, never of the
+    state or data it is later called with, so the functions it returns compute the same
+    draws, bit for bit (``tests/test_core_compiled.py``). The least recently used of more
+    than ``maxsize`` are dropped. ``builder.cache_clear()`` empties the cache."""
+    def deco(builder):
+        cache: collections.OrderedDict = collections.OrderedDict()
+        _CACHES.append(cache)
+
+        @functools.wraps(builder)
+        def wrapper(*args, **kwargs):
+            key = value_key((args, kwargs))
+            if key in cache:
+                cache.move_to_end(key)
+                return cache[key]
+            fn = cache[key] = builder(*args, **kwargs)
+            while len(cache) > maxsize:
+                cache.popitem(last=False)
+            return fn
+
+        wrapper.cache_clear = cache.clear
+        wrapper.cache_len = lambda: len(cache)
+        return wrapper
+    return deco
 
 
 def per_layer(flag, n_layers: int, key: str = "jit_compile") -> list[bool]:

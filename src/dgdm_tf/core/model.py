@@ -200,6 +200,13 @@ class DeepModel:
     def top(self) -> LayerGeometry:
         return self.geoms[-1]
 
+    def cache_key(self) -> tuple:
+        """What a compiled step's trace depends on: :func:`dgdm_tf.core.compiled.cached_builder`
+        shares traces between equal models. The priors' constants are derived from the
+        rest but enter the key too, so a probe that swaps a prior gets its own trace."""
+        return (self.image_shape, self.layers, self.hyper, self.supervised, self.scan,
+                [a.numpy() for a in self.alpha], self.pi_prior.numpy())
+
     def with_ks(self, ks: Sequence[int]) -> "DeepModel":
         layers = [dict(lay, n_dict=int(k)) for lay, k in zip(self.layers, ks)]
         return DeepModel(self.image_shape, layers, self.hyper, supervised=self.supervised,

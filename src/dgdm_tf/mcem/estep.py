@@ -15,7 +15,7 @@ from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.topdown.conjugate import resample_gamma_s
 from dgdm_tf.topdown.state import init_state, residual
 from dgdm_tf.topdown.sweep import SWEEP_SEEDS, global_steps, local_steps, make_sweep_fn
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel
 
 
@@ -62,6 +62,7 @@ def e_step_supervised(x, y, d, svm_g, model: DeepModel, seed, *, sweeps: int, n_
     return states, lams
 
 
+@cached_builder()
 def make_supervised_sweep_fn(model: DeepModel, svm_hyper):
     """A compiled sweep of the batch's locals with D and beta fixed:
     f(state, lam, beta, mean, std, x, y) -> (state, lam)."""

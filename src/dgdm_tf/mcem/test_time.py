@@ -40,7 +40,7 @@ from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.topdown.top_units import top_unit_terms
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.pretrain.chain_parts import check_finite
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel
 
 
@@ -134,6 +134,7 @@ def rmsprop_w(state: DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float
     return state._replace(resid=residual(state, x, model, mask)), w, v
 
 
+@cached_builder()
 def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
                       mask_given: bool = False):
     """A compiled MCEM iteration f(state, w, v, x[, mask]) -> (state, w, v, gamma_s, Q (N,))."""

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.pretrain.blocks import (block_kernels, blocks_to_nhwc, blocks_to_pooled, colour_tiles,
                                      pad_input, tiles_to_residual)
 from dgdm_tf.core.hyper import Hyper
@@ -323,6 +323,7 @@ def log_likelihood(state: PretrainState, model: LayerModel) -> tf.Tensor:
     return tf.reduce_sum(0.5 * model.n_pixels * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
 
 
+@cached_builder()
 def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool = True,
                   jit_compile: bool = False, return_expected_pool: bool = False,
                   zw_step=None):

@@ -73,6 +73,13 @@ class LayerModel:
         lag_w = (tw[None, :] - tw[:, None]) % geom.wx
         self.lag_index = tf.constant(lag_h * geom.wx + lag_w, dtype=tf.int32)
 
+    def cache_key(self) -> tuple:
+        """What a compiled sweep's trace depends on: :func:`dgdm_tf.core.compiled.cached_builder`
+        shares traces between equal models. The prior's constant is derived from the rest
+        but enters the key too, so a probe that swaps the prior gets its own trace."""
+        return (self.geom, self.hyper, self.top, self.n, self.colour_order, self.scan,
+                self.alpha.numpy())
+
 
 
 def init_state(x, model: LayerModel, seed, dict_init: str = "patches",

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.core import random
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.topdown.conjugate import (
     resample_gamma_e,
@@ -203,6 +203,7 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None
     return lj
 
 
+@cached_builder()
 def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
                   adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
                   svm_hyper=None, chunk: int | None = None):
