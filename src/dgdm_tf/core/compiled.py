@@ -86,14 +86,50 @@ def clear_builder_caches() -> None:
         cache.clear()
 
 
+def _call_shapes(args, kwargs):
+    """The shapes and dtypes of a call's tensors and arrays, and its other values: what a
+    trace of that call is specialised to."""
+    out = []
+    for leaf in tf.nest.flatten((args, kwargs)):
+        if isinstance(leaf, (tf.Tensor, tf.Variable, np.ndarray)):
+            out.append((tuple(leaf.shape), leaf.dtype.name))
+        else:
+            out.append(value_key(leaf))
+    return tuple(out)
+
+
+class _PerShape:
+    """What a :func:`cached_builder` hands out: the builder's function built once for each
+    shape of the arguments it is called with. One function called at two batch sizes would
+    be retraced by TensorFlow with the batch unknown, and the steps that size their work
+    by the batch (the dictionaries' exact Gaussian) cannot be traced so."""
+
+    def __init__(self, build):
+        self._build = build
+        self._fns: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        key = _call_shapes(args, kwargs)
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._fns[key] = self._build()
+        return fn(*args, **kwargs)
+
+    def experimental_get_tracing_count(self) -> int:
+        """Traces made so far, over every shape (``tf.function``'s own count)."""
+        return sum(f.experimental_get_tracing_count() for f in self._fns.values()
+                   if hasattr(f, "experimental_get_tracing_count"))
+
+
 def cached_builder(maxsize: int = 16):
     """Decorator: memoise a builder of compiled functions on the value of its arguments
     (:func:`value_key`), so that chains of the same model in one process (train and test
-    images, chains, seeds, chunks) share one trace instead of tracing afresh. A trace is a
-    function of the model's structure and the builder's options only, never of the
-    state or data it is later called with, so the functions it returns compute the same
-    draws, bit for bit (``tests/test_core_compiled.py``). The least recently used of more
-    than ``maxsize`` are dropped. ``builder.cache_clear()`` empties the cache."""
+    images, chains, seeds) share one trace for each shape they are called with, instead
+    of tracing afresh. A trace is a function of the model's structure, the builder's
+    options and the call's shapes only, never of the state or data it is called with, so
+    a shared trace draws what a fresh one draws, bit for bit
+    (``tests/test_core_compiled.py``). The least recently used of more than ``maxsize``
+    builds are dropped. ``builder.__wrapped__`` builds afresh, without the cache."""
     def deco(builder):
         cache: collections.OrderedDict = collections.OrderedDict()
         _CACHES.append(cache)
@@ -104,7 +140,7 @@ def cached_builder(maxsize: int = 16):
             if key in cache:
                 cache.move_to_end(key)
                 return cache[key]
-            fn = cache[key] = builder(*args, **kwargs)
+            fn = cache[key] = _PerShape(lambda: builder(*args, **kwargs))
             while len(cache) > maxsize:
                 cache.popitem(last=False)
             return fn

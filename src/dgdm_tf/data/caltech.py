@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from dgdm_tf.core import random
 from dgdm_tf.data.errors import DataValidationError, DatasetMissingError
 from dgdm_tf.data.images import IMAGE_EXTENSIONS, class_folders, decode_one, image_files
 from dgdm_tf.data.spec import spec_int, spec_shape, spec_source
@@ -69,6 +68,10 @@ def prepare_caltech(name: str, kind: str, spec: dict, raw: Path, *, seed: int) -
         raw_path = raw_path / TFDS_SETS[kind]["files"][0][0]
         classes, items = _caltech101_zip_items(raw_path)
         source = "archive"
+    # imported here: dgdm_tf.core.random imports TensorFlow, which the data rules of
+    # the other kinds never need (about 5 s of CPU a job)
+    from dgdm_tf.core import random
+
     rng = random.numpy_rng(seed, "caltech_split")
     split = {"train": [], "test": []}
     for c, name_c in enumerate(classes):

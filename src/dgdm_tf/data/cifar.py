@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dgdm_tf.core import random
 from dgdm_tf.data.errors import DataValidationError
 from dgdm_tf.data.tfds_sets import TFDS_SETS, check_tfds_set
 
@@ -58,6 +57,10 @@ def augment_flip_translate(x: np.ndarray, max_shift: int, seed: int) -> np.ndarr
     """One augmented copy of every image (N, H, W, C): flipped left-right with
     probability 1/2, then shifted by (dy, dx) uniform in [-max_shift, max_shift]^2,
     zero fill."""
+    # imported here: dgdm_tf.core.random imports TensorFlow, which the data rules of
+    # the other kinds never need (about 5 s of CPU a job)
+    from dgdm_tf.core import random
+
     rng = random.numpy_rng(seed, "cifar_augment")
     out = np.where(rng.random(len(x))[:, None, None, None] < 0.5, x[:, :, ::-1], x)
     shifts = rng.integers(-max_shift, max_shift + 1, size=(len(x), 2))

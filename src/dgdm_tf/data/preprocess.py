@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
 
 def global_contrast_normalize(x, *, scale: float = 55.0, sqrt_bias: float = 0.0,
@@ -82,6 +81,10 @@ def local_contrast_normalize(x, *, size: int = 9, sigma: float | None = None,
     ``s = sqrt(w * v^2)``, ``y = v / max(c, s)`` with ``c`` the image's mean of ``s``.
     Zero padding at the borders, with the window renormalised to the part inside the
     image so that a constant image maps to 0 everywhere."""
+    # imported here: the data rules of MNIST and the .npz kinds never need TensorFlow,
+    # whose import costs each of their jobs about 5 s of CPU
+    import tensorflow as tf
+
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
         raise ValueError(f"images must be (N, H, W, C), got shape {x.shape}")
