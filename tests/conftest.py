@@ -13,16 +13,6 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from dgdm_tf.core.compiled import clear_builder_caches  # noqa: E402  (after SRC is on the path)
-import tensorflow as tf  # noqa: E402
-
-# One thread per op in the test processes: `pytest -n 2` already runs two workers on the
-# two cores, and TensorFlow's default (a pool as wide as the machine in each worker, and in
-# each Snakemake job they start) put four busy threads on two cores. The tiny tensors of the
-# tests gain nothing from a wide pool; the supervised toy test ran 11 % faster with one
-# thread beside a busy core (2026-11-27). The workflow's jobs set their own threads
-# (workflow/scripts/_common.py), so the end-to-end tests run the rules as users do.
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(2)
 
 # Test files by the time they take, heaviest first (full run on 2 cores, 2026-11-23:
 # 310, 280, 130, 130, 100, 85, 75, 75, 55 s; the rest under 40 s each). `pytest -n 2

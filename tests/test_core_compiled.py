@@ -7,9 +7,8 @@ from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 import pytest
 
-from dgdm_tf.core.compiled import compiled, per_layer, value_key
+from dgdm_tf.core.compiled import cached_builder, compiled, per_layer, value_key
 from dgdm_tf.core.model import DeepModel
-from dgdm_tf.topdown.chain import infer_topdown
 from _labelled_toy import LAYERS, labelled_data
 
 
@@ -67,31 +66,39 @@ def test_equal_models_share_a_trace_and_other_options_do_not():
     assert value_key(True) != value_key(1) and value_key([1.0]) != value_key((1.0,))
 
 
-def test_shared_traces_draw_what_fresh_traces_draw():
-    """Top-down chains through the cache (traces shared across calls, called at other batch
-    sizes in between) give the same features, bit for bit, as chains that trace afresh;
-    so does a refinement sweep (its dictionaries' step sizes its work by the batch, so a
-    trace with the batch unknown would fail) after the same model ran another batch."""
-    model, d, x, _ = labelled_data(25, seed=1, noise=0.6)
-    kw = dict(seed=4, burn_in=2, collect=2, gamma_s=1.0, progress=None)
+def test_a_cached_builder_builds_once_per_call_shape():
+    """One build per shape of the call: a step that sizes its work by the batch (as the
+    dictionaries' exact Gaussian does) would fail in the trace TensorFlow makes with the
+    batch unknown when one function meets a second batch size. Equal arguments share."""
+    builds = []
 
-    make_sweep_fn.cache_clear()
-    import dgdm_tf.topdown.chain as chain_mod
-    chain_mod.make_sweep_fn = make_sweep_fn.__wrapped__  # every call traces afresh
-    try:
-        fresh = infer_topdown(x, d, LAYERS, batch_size=10, **kw)["features"]
-    finally:
-        chain_mod.make_sweep_fn = make_sweep_fn
-    infer_topdown(x[:7], d, LAYERS, batch_size=7, **kw)  # other batch sizes trace first
-    shared = [infer_topdown(x, d, LAYERS, batch_size=10, **kw)["features"] for _ in range(2)]
-    assert make_sweep_fn.cache_len() == 1
-    assert np.count_nonzero(fresh) > 10
-    for f in shared:
-        np.testing.assert_array_equal(f, fresh)
+    @cached_builder()
+    def build(scale: float):
+        builds.append(scale)
+        return compiled(lambda x: x * scale * int(x.shape[0]), reduce_retracing=True)
 
-    st = init_state(x, model, d, tf.constant([1, 2]))
-    make_sweep_fn(model)(init_state(x[:4], model, d, tf.constant([1, 2])), tf.constant(x[:4]))
-    a, _ = make_sweep_fn(model)(st, tf.constant(x))
-    b, _ = make_sweep_fn.__wrapped__(model)(st, tf.constant(x))
-    for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    f = build(2.0)
+    for n in (3, 5, 3):
+        np.testing.assert_array_equal(f(tf.ones([n, 2])).numpy(), np.full([n, 2], 2.0 * n))
+    assert build(2.0) is f and builds == [2.0, 2.0]  # built for batch 3, then for batch 5
+    assert f.experimental_get_tracing_count() == 2  # one trace for each of the two shapes
+    with pytest.raises(TypeError, match="NoneType"):  # what one function would do
+        g = build.__wrapped__(2.0)
+        for n in (3, 5):
+            g(tf.ones([n, 2]))
+
+
+def test_a_shared_trace_draws_what_a_fresh_trace_draws():
+    """The cached sweep, already run on another state, draws on a new state exactly what a
+    trace made afresh for it draws."""
+    model, d, x, _ = labelled_data(6, seed=1, noise=0.6)
+    xt = tf.constant(x)
+    shared = make_sweep_fn(model, update_globals=False)
+    shared(init_state(x, model, d, tf.constant([1, 2])), xt)
+    st = init_state(x, model, d, tf.constant([3, 4]))
+    a, sa = shared(st, xt)
+    b, sb = make_sweep_fn.__wrapped__(model, update_globals=False)(st, xt)
+    assert make_sweep_fn(DeepModel((12, 12, 1), LAYERS), update_globals=False) is shared
+    assert np.count_nonzero(sa["expected_top"]) > 5
+    for u, v in zip(tf.nest.flatten((a, sa)), tf.nest.flatten((b, sb))):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))

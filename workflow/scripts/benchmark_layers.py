@@ -23,8 +23,8 @@ info = machine_info()
 progress(f"machine: {info}")
 progress(f"benchmarking {snakemake.params.dataset} layers {layers} on images {shape}")
 rows = []
-# both compilation modes of the (z, W) step (config key pretrain/features.jit_compile)
-for b, jit in itertools.product(bcfg["batch_sizes"], (False, True)):
+# the configured compilation modes of the (z, W) step (config key pretrain/features.jit_compile)
+for b, jit in itertools.product(bcfg["batch_sizes"], [bool(j) for j in bcfg["jit_compile"]]):
     res = benchmark_pretrain_layers(shape, layers, batch_size=int(b),
                                     sweeps=int(bcfg["sweeps"]),
                                     seed=int(snakemake.params.seed), hyper=hyper,
