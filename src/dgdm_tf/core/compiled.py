@@ -145,8 +145,6 @@ def cached_builder(maxsize: int = 16):
                 cache.popitem(last=False)
             return fn
 
-        wrapper.cache_clear = cache.clear
-        wrapper.cache_len = lambda: len(cache)
         return wrapper
     return deco
 
