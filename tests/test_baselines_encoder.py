@@ -118,17 +118,19 @@ def test_encoder_rejects_bad_arguments():
 
 
 # --------------------------------------------------------------------------- workflow
-def test_workflow_plans_the_encoder_row_and_the_cnn_peers(tmp_path_factory):
-    """Dry run of the smoke config: the encoder's features and its SVM, and a CNN at the
-    sizes of each Gibbs row whose images differ from the dataset's subsets."""
+def test_workflow_plans_the_encoder_row_and_the_same_image_peers(tmp_path_factory):
+    """Dry run of the smoke config: the encoder's features and its SVM, and the reference
+    row and the CNN at the sizes of each Gibbs row whose images differ from the dataset's
+    subsets."""
     from _workflow import REPO, copy_repo, planned_jobs, snakemake, write_config
 
     repo = copy_repo(tmp_path_factory.mktemp("repo_encoder"))
     jobs = planned_jobs(repo, "results/tables.md", repo / "config" / "smoke.yaml")
-    assert jobs.get("encoder_features") == 1, jobs
+    # encoder_svm, and encoder_at/unsupervised_svm, encoder_at/supervised
+    assert jobs.get("encoder_features") == 3, jobs
     assert jobs.get("block_features") == 1, jobs
-    # pretrained_svm, pretrained_block_svm, encoder_svm, unsupervised_svm
-    assert jobs.get("svm") == 4, jobs
+    # pretrained_svm, pretrained_block_svm, encoder_svm, unsupervised_svm, the two encoder_at
+    assert jobs.get("svm") == 6, jobs
     assert jobs.get("cnn") == 1 and jobs.get("cnn_at") == 2, jobs  # unsupervised, supervised
     r = snakemake(repo, "-n", "results/mnist_smoke/encoder_svm/metrics.json",
                   "--configfile", "config/smoke.yaml")
@@ -143,6 +145,16 @@ def test_workflow_plans_the_encoder_row_and_the_cnn_peers(tmp_path_factory):
     block["topdown_features"].update(n_train=None, n_test=None)
     jobs = planned_jobs(repo, "results/tables.md", write_config(tmp_path_factory.mktemp("c") / "a.yaml", cfg))
     assert jobs.get("cnn_at") == 1, jobs  # supervised only
+    assert jobs.get("encoder_features") == 2 and jobs.get("svm") == 5, jobs
     block["methods"] = [m for m in block["methods"] if m != "cnn"]
     jobs = planned_jobs(repo, "results/tables.md", write_config(tmp_path_factory.mktemp("c") / "b.yaml", cfg))
-    assert "cnn_at" not in jobs and "cnn" not in jobs and jobs.get("encoder_features") == 1, jobs
+    assert "cnn_at" not in jobs and "cnn" not in jobs and jobs.get("encoder_features") == 2, jobs
+    # without the reference row, no reference peers
+    block["methods"] = [m for m in block["methods"] if m != "encoder_svm"]
+    no_reference = write_config(tmp_path_factory.mktemp("c") / "c.yaml", cfg)
+    jobs = planned_jobs(repo, "results/tables.md", no_reference)
+    assert "encoder_features" not in jobs, jobs
+    # asked for anyway, the reference at a row's images says why there is none
+    r = snakemake(repo, "-n", "results/mnist_smoke/encoder_at/supervised/metrics.json",
+                  "--configfile", str(no_reference))
+    assert r.returncode != 0 and "has no reference row at its own sizes" in r.stdout + r.stderr

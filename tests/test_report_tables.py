@@ -13,7 +13,7 @@ import yaml
 from dgdm_tf.report import paper, tables
 from dgdm_tf.report.run_notes import run_note
 from dgdm_tf.report.runs import (IMPLEMENTED_METHODS, cnn_peer_run, cnn_peer_runs, load_metrics,
-                                 row_subsets)
+                                 reference_peer_run, reference_peer_runs, row_subsets)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -223,6 +223,19 @@ def test_row_subsets_and_cnn_peer_runs():
     assert cnn_peer_run(_block(), "encoder_svm") is None
 
 
+def test_reference_peer_runs_mirror_the_cnn_peers():
+    b = _block()
+    assert reference_peer_runs(b) == {"pretrained_svm": "encoder_svm",
+                                      "unsupervised_svm": "encoder_at/unsupervised_svm",
+                                      "supervised": "encoder_at/supervised"}
+    b = _block(topdown_features={"n_train": None, "n_test": None})
+    assert reference_peer_run(b, "unsupervised_svm") == "encoder_svm"
+    # only where the dataset runs the reference row, and only for the Gibbs rows
+    assert reference_peer_runs(_block(methods=["pretrained_svm", "supervised", "cnn"])) == {}
+    assert reference_peer_run(_block(), "encoder_svm") is None
+    assert reference_peer_run(_block(), "pretrained_block_svm") is None
+
+
 def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
     b = _block()
     datasets = {"mnist": b}
@@ -235,34 +248,42 @@ def test_reference_row_under_pretrained_and_cnn_same_images_column(tmp_path):
                                             "svm": {"burn_in": 100, "collect": 100}}),
             "unsupervised_svm": _metrics(test_error_pct=13.07, n_train=1500, n_test=750),
             "cnn": _metrics(test_error_pct=0.86),
-            "cnn_at/unsupervised_svm": _metrics(test_error_pct=2.4, n_train=1500, n_test=750)}
+            "cnn_at/unsupervised_svm": _metrics(test_error_pct=2.4, n_train=1500, n_test=750),
+            "encoder_at/unsupervised_svm": _metrics(test_error_pct=6.35, n_train=1500,
+                                                    n_test=750)}
     for run, m in runs.items():
         p = tmp_path / "mnist" / run / "metrics.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps(m))
     metrics = load_metrics(tmp_path, datasets)
     assert ("mnist", "cnn_at/unsupervised_svm") in metrics
+    assert ("mnist", "encoder_at/unsupervised_svm") in metrics
     md = tables.render_tables(datasets, metrics)
     lines = md.splitlines()
     header = next(l for l in lines if l.startswith("| method"))
-    assert header.endswith("| CNN, same images: test error (%) |")
+    assert header.endswith("| Reference, same images: test error (%) "
+                           "| CNN, same images: test error (%) |")
     i = next(i for i, l in enumerate(lines) if l.startswith("| Our pretrained model"))
     assert lines[i + 1].startswith("| Reference: learned layer-1 dictionary + soft-threshold "
                                    "encoder + SVM |")
     assert _cells(md, "| Our pretrained model")[1:] == [
-        "18.46", "1.42", "`config/config.yaml`", "10000 / 2000", "12 min 34 s", "0.86"]
+        "18.46", "1.42", "`config/config.yaml`", "10000 / 2000", "12 min 34 s", "2.60", "0.86"]
     ref = _cells(md, "| Reference:")
-    assert ref[1:3] == ["2.60", "—"] and ref[-1] == "—"
-    assert _cells(md, "| Our unsupervised model")[-1] == "2.40"
+    assert ref[1:3] == ["2.60", "—"] and ref[-2:] == ["—", "—"]
+    assert _cells(md, "| Our unsupervised model")[-2:] == ["6.35", "2.40"]
     sup = _cells(md, "| Our supervised model")
     assert sup[1] == "missing (no `results/mnist/supervised/metrics.json`)"
-    assert sup[-1] == "missing (no `results/mnist/cnn_at/supervised/metrics.json`)"
+    assert sup[-2:] == ["missing (no `results/mnist/encoder_at/supervised/metrics.json`)",
+                        "missing (no `results/mnist/cnn_at/supervised/metrics.json`)"]
     assert _cells(md, "| CNN, same shape |")[-1] == "—"
     assert _cells(md, "| MCDNN")[-1] == "—"
     assert "`encoder_svm` (ours, not in the paper) ran with pretraining's layer-1 dictionary " \
            "(40 elements kept" in md and "max(c - 0.25, 0)" in md and "3920 features" in md
     assert '"CNN, same images"' in md and "`unsupervised_svm`: `results/mnist/cnn_at/" \
            "unsupervised_svm/` (1500 / 750 images)" in md
+    assert '"Reference, same images"' in md and "`pretrained_svm`: the `encoder_svm` run " \
+           "itself (10000 / 2000 images)" in md and "`supervised`: `results/mnist/" \
+           "encoder_at/supervised/` (not run yet)" in md
     # the supervised row ran, its CNN peer did not: the cell says which file is missing
     metrics[("mnist", "supervised")] = _metrics(n_train=600, n_test=750)
     sup = _cells(tables.render_tables(datasets, metrics), "| Our supervised model")

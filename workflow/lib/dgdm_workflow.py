@@ -23,7 +23,8 @@ _SRC = Path(__file__).resolve().parents[2] / "src"
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
-from dgdm_tf.report.runs import cnn_peer_runs, row_subsets  # noqa: E402
+from dgdm_tf.report.runs import (ENCODER_METHOD, cnn_peer_runs, reference_peer_runs,  # noqa: E402
+                                 row_subsets)
 
 
 #: the categories of `snakemake --report`, in the workflow's order (the report sorts
@@ -244,7 +245,7 @@ class Wiring:
         out = {"features": f"results/{wc.ds}/{wc.method}/features.npz",
                "summary": f"results/{wc.ds}/data/summary.json",
                "layers": self.all_layer_files(wc)}
-        if wc.method == "encoder_svm":  # the reference row encodes with layer 1 alone
+        if self.is_reference(wc.method):  # the reference row encodes with layer 1 alone
             out["layers"] = out["layers"][:1]
         if wc.method == "unsupervised_svm":
             out["refine"] = f"results/{wc.ds}/refine/model.npz"
@@ -260,14 +261,42 @@ class Wiring:
         and prior / hinge settings; default em, the MAP: Gibbs at its 4900 features
         would take hours, see the schema)."""
         kw = dict(self.ds_cfg(wc.ds)["svm"])
-        if wc.method == "encoder_svm":
+        if self.is_reference(wc.method):
             kw["method"] = (self.ds_cfg(wc.ds).get("encoder") or {}).get("svm_method", "em")
         return kw
 
     def svm_view(self, wc) -> str:
         """How the SVM reads the row's features (dataset key `svm_view`); encoder_svm's
         are nonnegative already and are read as they are."""
-        return "signed" if wc.method == "encoder_svm" else self.ds_cfg(wc.ds)["svm_view"]
+        return "signed" if self.is_reference(wc.method) else self.ds_cfg(wc.ds)["svm_view"]
+
+    # --- the reference row (encoder_svm) and its runs at the Gibbs rows' images
+    @staticmethod
+    def is_reference(run: str) -> bool:
+        """encoder_svm, or encoder_at/<row>: the reference row at a Gibbs row's images."""
+        return run == ENCODER_METHOD or run.startswith("encoder_at/")
+
+    def encoder_at_rows(self, ds: str) -> list:
+        """The Gibbs rows of `ds` whose same-images reference is an encoder_at run (not
+        the encoder_svm row itself)."""
+        return [m for m, run in reference_peer_runs(self.datasets[ds]).items()
+                if run == f"encoder_at/{m}"]
+
+    def encoder_subsets(self, wc) -> dict:
+        """The images the reference run `wc.run` encodes: the dataset's n_train / n_test
+        subsets, then, for encoder_at/<row>, their first images as the row takes them."""
+        block = self.ds_cfg(wc.ds)
+        own = {"train": None, "test": None}
+        if wc.run != ENCODER_METHOD:
+            row = wc.run.split("/", 1)[1]
+            if row not in self.encoder_at_rows(wc.ds):
+                raise WorkflowError(
+                    f"results/{wc.ds}/{wc.run}/: {row} of {wc.ds} has no reference row at its "
+                    f"own sizes (it is not enabled, the dataset does not run encoder_svm, or "
+                    f"the row uses the dataset's n_train / n_test: see results/{wc.ds}/encoder_svm/)")
+            own = row_subsets(block, row)
+        return {"n_train": block["n_train"], "n_test": block["n_test"],
+                "own_train": own["train"], "own_test": own["test"]}
 
     # --- the supervised model
     def refined_start(self, wc) -> list:

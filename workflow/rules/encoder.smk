@@ -1,28 +1,31 @@
 # The reference row encoder_svm (ours, not the paper's): pretraining's layer-1
 # dictionary as a fixed filter bank, the soft-threshold encoder of Coates & Ng 2011
 # (src/dgdm_tf/baselines/encoder.py), then the svm rule with the settings and images of
-# pretrained_svm.
+# pretrained_svm; and the same at the images of a Gibbs row that uses fewer
+# (results/{ds}/encoder_at/{row}/: the tables' "Reference, same images" column).
 
 
 rule encoder_features:
-    """Features of {ds} for the reference row encoder_svm (dgdm_tf.baselines.encoder): pretraining's
+    """Features of {ds} for the reference row {run} (dgdm_tf.baselines.encoder): pretraining's
     layer-1 dictionary, a soft-threshold encoder, layer 1's max-pooling; no sampling.
-    The images of pretrained_svm (n_train / n_test)."""
+    encoder_svm: the images of pretrained_svm (n_train / n_test); encoder_at/<row>: the
+    images of Gibbs row <row> (the first of the same subsets)."""
     input:
         data="results/{ds}/data/prepared.npz",
         layer="results/{ds}/pretrain/layer1.npz",
     output:
-        "results/{ds}/encoder_svm/features.npz",
+        "results/{ds}/{run}/features.npz",
+    wildcard_constraints:
+        run="encoder_svm|encoder_at/(unsupervised_svm|supervised)",
     params:
         pool=lambda wc: ds_cfg(wc.ds)["model"]["layers"][0]["pool"],
         encoder=lambda wc: ds_cfg(wc.ds)["encoder"],
-        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
-        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+        subsets=encoder_subsets,
         seed=config["seed"],
     log:
-        "results/logs/encoder_features/{ds}.log",
+        "results/logs/encoder_features/{ds}_{run}.log",
     benchmark:
-        "results/benchmarks/rules/encoder_features/{ds}.tsv"
+        "results/benchmarks/rules/encoder_features/{ds}_{run}.tsv"
     threads: HEAVY_THREADS
     resources:
         **res("encoder_features"),

@@ -5,7 +5,8 @@ rule svm:
     """One-vs-all Bayesian SVM (Polson & Scott 2011) on {ds}'s features of {method}:
     pretrained (pretrained_svm: Gibbs posterior means; pretrained_block_svm: block
     posteriors given the image alone), refined top-down (unsupervised_svm) or the reference
-    row's soft-threshold encoder on the layer-1 dictionary (encoder_svm)."""
+    row's soft-threshold encoder on the layer-1 dictionary (encoder_svm; encoder_at/<row>:
+    the same at the images of Gibbs row <row>)."""
     input:
         unpack(svm_inputs),
     output:
@@ -13,7 +14,7 @@ rule svm:
         predictions="results/{ds}/{method}/predictions.csv",
         config="results/{ds}/{method}/config.yaml",
     wildcard_constraints:
-        method="pretrained_svm|pretrained_block_svm|unsupervised_svm|encoder_svm",
+        method="pretrained_svm|pretrained_block_svm|unsupervised_svm|encoder_svm|encoder_at/(unsupervised_svm|supervised)",
     params:
         svm=svm_settings,
         view=svm_view,

@@ -17,6 +17,9 @@ rule tables:
         # the CNN on each Gibbs row's own images ("CNN, same images"), where cnn runs
         cnn_at=[f"results/{ds}/cnn_at/{m}/metrics.json" for ds in DATASETS
                 for m in cnn_at_rows(ds)],
+        # the reference row on each Gibbs row's own images ("Reference, same images")
+        encoder_at=[f"results/{ds}/encoder_at/{m}/metrics.json" for ds in DATASETS
+                    for m in encoder_at_rows(ds)],
     output:
         report(
             "results/tables.md",

@@ -1,7 +1,8 @@
 """rule encoder_features: features of the reference row encoder_svm -- pretraining's
 layer-1 dictionary as a fixed filter bank, the soft-threshold encoder of Coates & Ng
 (dgdm_tf.baselines.encoder.encode), layer 1's max-pooling -- for the train / test subsets of
-pretrained_svm (the same seeded subsets: `dgdm_tf.data.subsets.shared_subset`)."""
+pretrained_svm (the same seeded subsets: `dgdm_tf.data.subsets.shared_subset`), or for
+encoder_at/<row> their first images as Gibbs row <row> takes them."""
 
 from _common import elapsed, plain, progress, start
 
@@ -24,8 +25,9 @@ progress(f"{ds}: layer-1 dictionary {dictionary.shape}, pool {pool}, {cfg}")
 
 d = data.load_prepared(snakemake.input.data)
 out = {}
-for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x, y, idx = shared_subset(d, split, size, None, seed, ds)
+sub = snakemake.params.subsets
+for split in ("train", "test"):
+    x, y, idx = shared_subset(d, split, sub[f"n_{split}"], sub[f"own_{split}"], seed, ds)
     progress(f"{ds}: encoding {len(idx)} {split} images")
     out[split] = artifacts.FeatureSplit(
         encoder.encode(x, dictionary, pool, alpha=float(cfg["alpha"]),

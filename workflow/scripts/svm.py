@@ -1,6 +1,7 @@
 """rule svm: one-vs-all Bayesian SVM on the features (pretrained_svm, unsupervised_svm,
-or the reference row encoder_svm); metrics.json, predictions.csv and the run's resolved
-config (config.yaml) in the run directory."""
+or the reference row encoder_svm, and encoder_at/<row>: the same at a Gibbs row's
+images); metrics.json, predictions.csv and the run's resolved config (config.yaml) in
+the run directory."""
 
 import json
 
@@ -24,6 +25,8 @@ run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
 svm_kwargs = plain(snakemake.params.svm)
 view = str(snakemake.params.view)
+# the reference row, or the same at a Gibbs row's images (encoder_at/<row>)
+reference = method == "encoder_svm" or method.startswith("encoder_at/")
 
 feats = artifacts.read_features(snakemake.input.features)
 f_train, y_train, f_test, y_test = feats.train.f, feats.train.y, feats.test.f, feats.test.y
@@ -95,7 +98,7 @@ if "refine" in snakemake.input.keys():
     by_step["topdown_features"] = features_seconds
 else:
     refine_n_images = None
-    by_step["encoder_features" if method == "encoder_svm" else "features"] = features_seconds
+    by_step["encoder_features" if reference else "features"] = features_seconds
 by_step["svm"] = elapsed()
 
 pred = pd.DataFrame({"test_index": idx_test, "label": y_test, "predicted": pred_test})
@@ -128,6 +131,7 @@ metrics = {
     "pretrain_n_images": n_pre,
     "refine_n_images": refine_n_images,
     "pretrained_same_subset_test_error_pct": same_subset,
+    "same_images_as": method.split("/", 1)[1] if method.startswith("encoder_at/") else None,
     "dict_sizes": dict_sizes,
     "wall_seconds": float(sum(by_step.values())),
     "wall_seconds_by_step": by_step,

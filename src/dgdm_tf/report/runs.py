@@ -48,29 +48,52 @@ def _whole(own: int | None, size: int | None) -> bool:
     return own is None or (size is not None and int(own) >= int(size))
 
 
-def cnn_peer_run(block: Mapping[str, Any], method: str) -> str | None:
-    """The run directory, under ``results/<dataset>/``, of the CNN trained and tested on
-    the same images as our Gibbs row ``method``: ``"cnn"`` when the row uses the
-    dataset's whole ``n_train`` / ``n_test`` subsets (the ``cnn`` method's own images),
-    else ``"cnn_at/<method>"`` (rule ``cnn_at``). None when there is none: the dataset
-    does not run ``cnn`` or ``method``, or ``method`` is not a Gibbs row."""
+def _peer_run(block: Mapping[str, Any], method: str, peer: str, at: str) -> str | None:
+    """The run directory, under ``results/<dataset>/``, of method ``peer`` trained and
+    tested on the same images as our Gibbs row ``method``: ``peer`` itself when the row
+    uses the dataset's whole ``n_train`` / ``n_test`` subsets (the peer's own images), else
+    ``"<at>/<method>"``. None when there is none: the dataset does not run ``peer`` or
+    ``method``, or ``method`` is not a Gibbs row."""
     enabled = list(block.get("methods", []) or [])
-    if method not in GIBBS_METHODS or method not in enabled or "cnn" not in enabled:
+    if method not in GIBBS_METHODS or method not in enabled or peer not in enabled:
         return None
     own = row_subsets(block, method) or {}
     if all(_whole(own.get(s), block.get(f"n_{s}")) for s in ("train", "test")):
-        return "cnn"
-    return f"cnn_at/{method}"
+        return peer
+    return f"{at}/{method}"
+
+
+def _peer_runs(block: Mapping[str, Any], peer: str, at: str) -> dict[str, str]:
+    out = {}
+    for method in GIBBS_METHODS:
+        run = _peer_run(block, method, peer, at)
+        if run is not None:
+            out[method] = run
+    return out
+
+
+def cnn_peer_run(block: Mapping[str, Any], method: str) -> str | None:
+    """The same-shape CNN on the images of Gibbs row ``method`` (:func:`_peer_run`):
+    ``"cnn"`` or ``"cnn_at/<method>"`` (rule ``cnn_at``), or None."""
+    return _peer_run(block, method, "cnn", "cnn_at")
 
 
 def cnn_peer_runs(block: Mapping[str, Any]) -> dict[str, str]:
     """Gibbs row -> :func:`cnn_peer_run` of every row of ``block`` that has one."""
-    out = {}
-    for method in GIBBS_METHODS:
-        run = cnn_peer_run(block, method)
-        if run is not None:
-            out[method] = run
-    return out
+    return _peer_runs(block, "cnn", "cnn_at")
+
+
+def reference_peer_run(block: Mapping[str, Any], method: str) -> str | None:
+    """The reference row (layer-1 dictionary + soft-threshold encoder + SVM) on the
+    images of Gibbs row ``method`` (:func:`_peer_run`): ``"encoder_svm"`` or
+    ``"encoder_at/<method>"`` (rules ``encoder_features`` and ``svm`` at the row's
+    images), or None where the dataset does not run ``encoder_svm``."""
+    return _peer_run(block, method, ENCODER_METHOD, "encoder_at")
+
+
+def reference_peer_runs(block: Mapping[str, Any]) -> dict[str, str]:
+    """Gibbs row -> :func:`reference_peer_run` of every row of ``block`` that has one."""
+    return _peer_runs(block, ENCODER_METHOD, "encoder_at")
 
 
 def metrics_path(results_dir: str | os.PathLike, dataset: str, method: str) -> Path:
@@ -86,9 +109,10 @@ def load_metrics(results_dir: str | os.PathLike, datasets: Mapping[str, Mapping[
             p = metrics_path(results_dir, ds, method)
             if p.exists():
                 out[(ds, method)] = json.loads(p.read_text())
-        for run in cnn_peer_runs(block).values():  # the CNN at the Gibbs rows' sizes
+        # the CNN and the reference row at the Gibbs rows' sizes
+        for run in [*cnn_peer_runs(block).values(), *reference_peer_runs(block).values()]:
             p = Path(results_dir) / ds / run / "metrics.json"
-            if run != "cnn" and p.exists():
+            if "/" in run and p.exists():
                 out[(ds, run)] = json.loads(p.read_text())
         p = Path(results_dir) / ds / "inpainting" / "metrics.json"
         if p.exists():  # missing-data interpolation: a table of its own under the dataset's

@@ -2,7 +2,8 @@
 
 Input: the workflow config's ``datasets`` mapping and the ``metrics.json`` of every run
 (``results/{dataset}/{method}/metrics.json``, written by the ``svm``, ``cnn`` and other
-method rules; ``results/{dataset}/cnn_at/{method}/metrics.json``, the CNN peers below).
+method rules; ``results/{dataset}/cnn_at/{method}/metrics.json`` and
+``results/{dataset}/encoder_at/{method}/metrics.json``, the same-images peers below).
 Output: Markdown, one table per dataset, one row per method of the paper's table for it
 (:mod:`dgdm_tf.report.paper`), columns: method, ours, paper, config file, data size
 (train / test), wall time. Rows of the paper's peers show "—" for ours; rows of our
@@ -20,6 +21,10 @@ Additions of ours, not in the paper:
   ``pretrained_svm`` row in every table of a dataset that runs ``pretrained_svm`` (or
   ``encoder_svm``; "not run" with how to enable it where only the former runs): the same layer-1 dictionary and the same SVM on the same images,
   features from a deterministic encoder instead of Gibbs inference;
+- when the dataset runs ``encoder_svm``, a column "Reference, same images": for each of
+  our Gibbs rows, the reference row trained and tested on exactly that row's images
+  (:func:`dgdm_tf.report.runs.reference_peer_run`): ``encoder_svm`` itself, or
+  ``results/{dataset}/encoder_at/{method}/`` where the row uses fewer images;
 - when the dataset runs ``cnn``, a last column "CNN, same images": for each of our Gibbs
   rows (``pretrained_svm``, ``unsupervised_svm``, ``supervised``), the test error (or
   accuracy, as the table's metric) of the same-shape CNN trained and tested on exactly
@@ -38,7 +43,8 @@ from typing import Any, Iterable, Mapping
 
 from dgdm_tf.report.paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 from dgdm_tf.report.run_notes import run_note
-from dgdm_tf.report.runs import BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, cnn_peer_runs
+from dgdm_tf.report.runs import (BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, cnn_peer_runs,
+                                 reference_peer_runs)
 
 DASH = "—"
 
@@ -121,27 +127,27 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
         metric, rows = table.metric, _with_our_rows(table.rows, enabled)
         title = f"`{ds}`: {table.title} ({table.source})"
 
-    # the CNN at each Gibbs row's own images: a last column, where the dataset runs cnn
-    peers = cnn_peer_runs(block)
-    cnn_col = "cnn" in enabled
-    n_cols = 7 if cnn_col else 6
+    # the reference row and the CNN at each Gibbs row's own images: the last columns,
+    # where the dataset runs them
+    peer_cols = [(name, runs) for name, enabled_peer, runs in (
+        ("Reference, same images", ENCODER_METHOD in enabled, reference_peer_runs(block)),
+        ("CNN, same images", "cnn" in enabled, cnn_peer_runs(block))) if enabled_peer]
+    n_cols = 6 + len(peer_cols)
 
     def peer_cell(method: str | None) -> list[str]:
-        if not cnn_col:
-            return []
-        run = peers.get(method) if method is not None else None
-        if run is None:
-            return [DASH]
-        m = metrics.get((ds, run))
-        if m is None:
-            return [f"missing (no `results/{ds}/{run}/metrics.json`)"]
-        return [_ours_value(metric, m)]
+        cells = []
+        for _, runs in peer_cols:
+            run = runs.get(method) if method is not None else None
+            m = None if run is None else metrics.get((ds, run))
+            cells.append(DASH if run is None else _ours_value(metric, m) if m is not None
+                         else f"missing (no `results/{ds}/{run}/metrics.json`)")
+        return cells
 
     out = [f"## {title}", ""]
     out.append(_row(["method", f"ours: {METRIC_HEADERS[metric]}",
                      f"paper: {METRIC_HEADERS[metric]}", "config file",
                      "data size (train / test)", "wall time"]
-                    + ([f"CNN, same images: {METRIC_HEADERS[metric]}"] if cnn_col else [])))
+                    + [f"{name}: {METRIC_HEADERS[metric]}" for name, _ in peer_cols]))
     out.append(_row(["---"] * n_cols))
     group = ""
     notes: list[str] = []
@@ -172,9 +178,10 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
             if note:
                 notes.append(note)
     out.append("")
-    if cnn_col and peers:
-        out.append(_cnn_peer_note(ds, peers, metrics))
-        out.append("")
+    for name, runs in peer_cols:
+        if runs:
+            out.append(_peer_note(ds, name, runs, metrics))
+            out.append("")
     if table is not None and table.paper_dict_sizes:
         out.append(f"Paper's dictionary sizes per layer: "
                    f"{', '.join(map(str, table.paper_dict_sizes))} "
@@ -205,19 +212,24 @@ def _with_our_rows(rows: tuple[PaperRow, ...], enabled: list[str]) -> tuple[Pape
     return tuple(out)
 
 
-def _cnn_peer_note(ds: str, peers: Mapping[str, str],
-                   metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
-    """What the "CNN, same images" column holds, run by run."""
+_PEER_WHAT = {
+    "CNN, same images": "the same-shape CNN (settings of `cnn`)",
+    "Reference, same images": ("the reference row (the pretrained layer-1 dictionary, the "
+                               "soft-threshold encoder, the SVM of `encoder_svm`)"),
+}
+
+
+def _peer_note(ds: str, name: str, runs: Mapping[str, str],
+               metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """What a same-images column holds, run by run."""
     bits = []
-    for method, run in peers.items():
+    for method, run in runs.items():
         m = metrics.get((ds, run))
         size = f"{m.get('n_train')} / {m.get('n_test')} images" if m else "not run yet"
-        where = ("the `cnn` run itself" if run == "cnn"
-                 else f"`results/{ds}/{run}/`")
+        where = f"the `{run}` run itself" if "/" not in run else f"`results/{ds}/{run}/`"
         bits.append(f"`{method}`: {where} ({size})")
-    return ('"CNN, same images": the same-shape CNN (settings of `cnn`) trained and tested '
-            "on exactly the train / test images of that row, the same seeded subsets; "
-            + "; ".join(bits) + ".")
+    return (f'"{name}": {_PEER_WHAT[name]} trained and tested on exactly the train / test '
+            "images of that row, the same seeded subsets; " + "; ".join(bits) + ".")
 
 
 def render_tables(datasets: Mapping[str, Mapping[str, Any]],
