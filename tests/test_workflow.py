@@ -266,6 +266,11 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
             "Our supervised model"} <= set(rows)
     sup = rows["Our supervised model"]
     assert 0.0 <= float(sup[1]) <= 100.0 and sup[2] == "0.37" and sup[4] == "40 / 40"
+    # the reference row and the CNN on exactly the row's images: the last two columns
+    for col, run in ((-2, "encoder_at"), (-1, "cnn_at")):
+        peer = json.loads((repo / f"results/mnist_smoke/{run}/supervised/metrics.json").read_text())
+        assert peer["same_images_as"] == "supervised" and (peer["n_train"], peer["n_test"]) == (40, 40)
+        assert float(sup[col]) == pytest.approx(peer["test_error_pct"], abs=0.006), run
     m = json.loads((repo / "results/mnist_smoke/supervised/metrics.json").read_text())
     assert m["n_models_averaged"] == 1 and len(m["per_model_test_error_pct"]) == 1
     assert m["test_features"] == "mcem" and len(m["mcem_q_trace"]) == 1

@@ -138,9 +138,12 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
         cells = []
         for _, runs in peer_cols:
             run = runs.get(method) if method is not None else None
-            m = None if run is None else metrics.get((ds, run))
-            cells.append(DASH if run is None else _ours_value(metric, m) if m is not None
-                         else f"missing (no `results/{ds}/{run}/metrics.json`)")
+            if run is None:
+                cells.append(DASH)
+            elif (ds, run) not in metrics:
+                cells.append(f"missing (no `results/{ds}/{run}/metrics.json`)")
+            else:
+                cells.append(_ours_value(metric, metrics[(ds, run)]))
         return cells
 
     out = [f"## {title}", ""]
