@@ -25,7 +25,7 @@ import yaml
 from dgdm_tf import data
 from dgdm_tf.core.random import seed_for
 from dgdm_tf.io import artifacts
-from dgdm_tf.mcem.classify import classify
+from dgdm_tf.mcem.classify import classify_supervised
 
 run = Path(sys.argv[1])
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 500
@@ -41,20 +41,13 @@ d = data.load_prepared(res_dir / "data/prepared.npz")
 idx = np.asarray(sup.image_indices)[:n]
 x, labels = d["x_train"][idx], np.asarray(sup.labels)[:n]
 assert np.array_equal(labels, d["y_train"][idx]), "the model's labels are not its images'"
-betas = np.asarray(sup.samples_beta)
-models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
-out = classify(x, models, np.asarray(sup.svm_mean), np.asarray(sup.svm_std), dcfg["model"]["layers"],
-               route=pcfg["features"],
-               seeds=[seed_for(seed, ds, "supervised_predict", j) for j in range(len(betas))],
-               burn_in=int(pcfg["burn_in"]), collect=int(pcfg["collect"]),
-               iterations=int(pcfg["iterations"]), batch_size=int(pcfg["batch_size"]),
-               rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-               gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=cfg["hyper"],
-               scan=scfg["scan"], fn_cache={}, progress=None)
+n_models = len(sup.samples_beta)
+out = classify_supervised(x, sup, pcfg, dcfg["model"]["layers"], hyper=cfg["hyper"], scan=scfg["scan"],
+                          seeds=[seed_for(seed, ds, "supervised_predict", j) for j in range(n_models)])
 err = 100.0 * float(np.mean(np.argmax(out.scores, 1) != labels))
 alone = [100.0 * float(np.mean(np.argmax(dv, 1) != labels)) for dv in out.per_model]
 metrics = json.loads((res_dir / "supervised/metrics.json").read_text())
-print(f"supervised model, {len(betas)} kept models, {len(sup.labels)} training images")
+print(f"supervised model, {n_models} kept models, {len(sup.labels)} training images")
 print(f"training error, the chain's own (label-informed) features: {sup.train_error_pct:.2f} %")
 print(f"training error, test-time features ({pcfg['features']}) of the first {n} training "
       f"images: {err:.2f} % (each model alone {', '.join(f'{a:.2f}' for a in alone)} %)")

@@ -171,6 +171,17 @@ def training_cfg(sup: dict) -> dict:
 
 
 # ------------------------------------------------------- the rules' helpers
+def _check_peer_at(row: str, rows_with_peer: Iterable, ds: str, run: str, peer: str,
+                   full_run: str) -> None:
+    """A run at a row's own images (`results/<ds>/<run>/`) exists only for the rows that
+    take fewer images than the dataset; asking for another says why and where to look."""
+    if row not in rows_with_peer:
+        raise WorkflowError(
+            f"results/{ds}/{run}/: {row} of {ds} has no {peer} at its own sizes (it is not "
+            f"enabled, the dataset does not run {full_run}, or the row uses the dataset's "
+            f"n_train / n_test subsets: see results/{ds}/{full_run}/)")
+
+
 class Wiring:
     """The helpers that need the run's config: one instance per workflow."""
 
@@ -289,11 +300,8 @@ class Wiring:
         own = {"train": None, "test": None}
         if wc.run != ENCODER_METHOD:
             row = wc.run.split("/", 1)[1]
-            if row not in self.encoder_at_rows(wc.ds):
-                raise WorkflowError(
-                    f"results/{wc.ds}/{wc.run}/: {row} of {wc.ds} has no reference row at its "
-                    f"own sizes (it is not enabled, the dataset does not run encoder_svm, or "
-                    f"the row uses the dataset's n_train / n_test: see results/{wc.ds}/encoder_svm/)")
+            _check_peer_at(row, self.encoder_at_rows(wc.ds), wc.ds, wc.run, "reference row",
+                           ENCODER_METHOD)
             own = row_subsets(block, row)
         return {"n_train": block["n_train"], "n_test": block["n_test"],
                 "own_train": own["train"], "own_test": own["test"]}
@@ -329,11 +337,8 @@ class Wiring:
                 if run == f"cnn_at/{m}"]
 
     def cnn_at_row(self, wc) -> str:
-        if wc.method not in self.cnn_at_rows(wc.ds):
-            raise WorkflowError(
-                f"results/{wc.ds}/cnn_at/{wc.method}/: {wc.method} of {wc.ds} has no CNN at "
-                f"its own sizes (it is not enabled, the dataset does not run cnn, or the row "
-                f"uses the dataset's n_train / n_test subsets: see results/{wc.ds}/cnn/)")
+        _check_peer_at(wc.method, self.cnn_at_rows(wc.ds), wc.ds, f"cnn_at/{wc.method}", "CNN",
+                       "cnn")
         return wc.method
 
     # --- the large-data route (stochastic MCEM, model averaging, transfer)

@@ -26,7 +26,7 @@ from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.mcem.classify import classify  # noqa: E402
+from dgdm_tf.mcem.classify import classify_supervised  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
@@ -41,26 +41,18 @@ run_cfg = plain(snakemake.params.run_config)
 seed = int(snakemake.params.seed)
 
 sup = artifacts.read_supervised_model(snakemake.input.model)
-samples_d, betas = sup.samples_D, np.asarray(sup.samples_beta)
-mean, std = np.asarray(sup.svm_mean), np.asarray(sup.svm_std)
-n_classes, gamma_s, gamma_e0 = sup.n_classes, sup.gamma_s, sup.gamma_e_mean
+samples_d, n_models, n_classes = sup.samples_D, len(sup.samples_beta), sup.n_classes
 n_train, train_err, train_seconds = int(len(sup.labels)), sup.train_error_pct, sup.seconds
 d = data.load_prepared(snakemake.input.data)
 x, labels, idx = shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([v.shape[-1] for v in samples_d])
 top_shape = (model.top.hs, model.top.ws, model.top.k)
-n_models = len(betas)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
-res = classify(x, [([v[j] for v in samples_d], betas[j]) for j in range(n_models)], mean, std,
-               layers, route=kind, seeds=[seed_for(seed, ds, "supervised_predict", j)
-                                          for j in range(n_models)],
-               burn_in=int(pcfg["burn_in"]), collect=int(pcfg["collect"]),
-               iterations=int(pcfg["iterations"]), batch_size=int(pcfg["batch_size"]),
-               rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-               gamma_s=gamma_s, gamma_e_init=gamma_e0, hyper=hyper, scan=cfg["scan"],
-               fn_cache={}, progress=progress)
+res = classify_supervised(x, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
+                          seeds=[seed_for(seed, ds, "supervised_predict", j) for j in range(n_models)],
+                          progress=progress)
 q_traces, infer_seconds = res.q_traces, res.seconds
 per_model = [100.0 * float(np.mean(np.argmax(dv, 1) != labels)) for dv in res.per_model]
 progress(f"{ds}: test error of each model alone {per_model}% "

@@ -74,3 +74,23 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
         seconds += res["seconds"]
     return Classified(scores=np.mean(per_model, axis=0), per_model=per_model, q_traces=q_traces,
                       layer1_pooled=layer1, seconds=seconds)
+
+
+def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict], *,
+                        seeds: Sequence[int], hyper: dict | None, scan: str,
+                        progress: Callable[[str], None] | None = None) -> Classified:
+    """:func:`classify` with the kept models of a supervised model ``sup``
+    (:class:`dgdm_tf.io.artifacts.SupervisedModel`) and the settings of a
+    ``supervised.predict`` config block (features, burn_in, collect, iterations,
+    batch_size, rmsprop_lr / _decay / _steps); ``seeds[j]`` seeds kept model j."""
+    betas = np.asarray(sup.samples_beta)
+    models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
+    if len(seeds) != len(models):
+        raise ValueError(f"{len(seeds)} seeds for {len(models)} kept models")
+    return classify(x, models, np.asarray(sup.svm_mean), np.asarray(sup.svm_std), layers,
+                    route=predict["features"], seeds=list(seeds),
+                    burn_in=int(predict["burn_in"]), collect=int(predict["collect"]),
+                    iterations=int(predict["iterations"]), batch_size=int(predict["batch_size"]),
+                    rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+                    gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,
+                    fn_cache={}, progress=progress)
