@@ -159,7 +159,12 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
     kw = dict(seed=0, burn_in=5, collect=5, batch_size=12, gamma_s=0.25, gamma_e_init=1000.0,
               progress=None)
     one = deep_chain.infer_topdown(x, d, LAYERS, **kw)
-    two = deep_chain.infer_topdown(x, d, LAYERS, chains=2, **kw)
+    two = deep_chain.infer_topdown(x, d, LAYERS, chains=2, keep_chains=True, **kw)
+    # keep_chains reports each chain's own mean: chain 0 is the single chain, and the
+    # chains' average is the features
+    np.testing.assert_array_equal(two["chain_features"][0], one["features"])
+    np.testing.assert_allclose(two["chain_features"].mean(0), two["features"], rtol=1e-5, atol=1e-7)
+    assert "chain_features" not in one
     for key in ("features", "layer1_pooled"):
         second = 2 * two[key] - one[key]  # chain 1 alone
         assert not np.allclose(second, one[key], atol=1e-3)

@@ -45,3 +45,21 @@ def layer1_feature_chain(x, seed: int, d1, gamma_w: float, gamma_e: float):
     st = ridge_start(st, xt, model, RidgeStart(iterations=20), tf.constant([seed, 1]),
                      fixed_gamma_w=True)
     return model, fn, xt, st
+
+
+def pretrained_row(root: str, n_train: int, n_test: int):
+    """A default run's `pretrained_svm` row as the probes of its top-down features read it:
+    (its resolved config, the pretrained layers' npz files, their dictionaries (float32),
+    the row's features.npz, images {'train', 'test'}: the first n_train / n_test of the
+    row's subsets, labels alike). ``root``: the run's results/<dataset>."""
+    import yaml
+
+    resolved = yaml.safe_load(open(f"{root}/pretrained_svm/config.yaml"))
+    n_layers = len(resolved["block"]["model"]["layers"])
+    layers = [np.load(f"{root}/pretrain/layer{l + 1}.npz") for l in range(n_layers)]
+    feats = np.load(f"{root}/pretrained_svm/features.npz")
+    prep = np.load(f"{root}/data/prepared.npz")
+    sizes = {"train": n_train, "test": n_test}
+    x = {s: prep[f"x_{s}"][feats[f"idx_{s}"][:n]].astype(np.float32) for s, n in sizes.items()}
+    y = {s: feats[f"y_{s}"][:n] for s, n in sizes.items()}
+    return resolved, layers, [a["D"].astype(np.float32) for a in layers], feats, x, y

@@ -14,26 +14,20 @@ import sys
 import time
 
 import numpy as np
-import yaml
 
 from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 from dgdm_tf.topdown import chain as deep_chain
+from _subsets import pretrained_row
 
 root, n_train, n_test = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 settings = []
 for p in sys.argv[4:]:
     sweeps, _, m = p.partition("x")
     settings.append((*(int(v) for v in sweeps.split("+")), int(m or 1)))
-run = yaml.safe_load(open(f"{root}/pretrained_svm/config.yaml"))["block"]
+resolved, z, ds, feats, x, y = pretrained_row(root, n_train, n_test)
+run = resolved["block"]
 layers, cfg = run["model"]["layers"], run["topdown_features"]
-z = [np.load(f"{root}/pretrain/layer{l + 1}.npz") for l in range(len(layers))]
-ds = [a["D"].astype(np.float32) for a in z]
-feats = np.load(f"{root}/pretrained_svm/features.npz")
-prep = np.load(f"{root}/data/prepared.npz")
-x = {s: prep[f"x_{s}"][feats[f"idx_{s}"][:n]].astype(np.float32)
-     for s, n in (("train", n_train), ("test", n_test))}
-y = {s: feats[f"y_{s}"][:n] for s, n in (("train", n_train), ("test", n_test))}
 for burn_in, collect, chains in settings:
     t = time.perf_counter()
     res = {s: deep_chain.infer_topdown(

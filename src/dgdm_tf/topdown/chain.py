@@ -44,7 +44,7 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
 def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  chains: int = 1, scan: str = "random", start=None,
+                  chains: int = 1, scan: str = "random", start=None, keep_chains: bool = False,
                   progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
@@ -56,7 +56,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     missing pixels included), 'layer1_pooled': (N, h, w, K_1) posterior
     mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
     top; the mixing diagnostics read it), 'chains': how many chains each output averages,
-    'seconds'}. Batch b's chain is seeded by
+    'seconds'}; with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
+    mean (their average is 'features'). Batch b's chain is seeded by
     fold-in of (seed, b), so results do not depend on the batches before it.
 
     The reconstruction is Rao-Blackwellised twice, each sweep adding g at conditional
@@ -92,7 +93,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     lower = model.geoms[:-1]
     perms = [chain_permutations(ks, c) for c in range(int(chains))]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
-    feats, recs, l1s = [], [], []
+    feats, recs, l1s, per_chain = [], [], [], []
     fns = {}
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
@@ -107,7 +108,9 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         bseed = random.fold(random.salted(seed, "topdown_batch", tf.int32), b0 // batch_size)
         xt = tf.constant(xb)
         f_acc = r_acc = l1_acc = 0.0
+        f_chain = []
         for c in range(int(chains)):
+            f_before = f_acc
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
             st = init_state(xb, model, dicts[c], cseed, gamma_e_init=gamma_e_init,
                             gamma_s_init=gamma_s, mask=mb, start=start)
@@ -125,16 +128,22 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                     r_acc = r_acc + np.asarray(xs[0])
                     # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
                     l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., back_l1]
+            f_chain.append(((f_acc - f_before) / collect).astype(np.float32))
         n_draws = collect * int(chains)
         check_finite("top-down features", f_acc)
         feats.append((f_acc / n_draws).astype(np.float32))
         recs.append((r_acc / n_draws).astype(np.float32))
         l1s.append((l1_acc / n_draws).astype(np.float32))
+        if keep_chains:
+            per_chain.append(np.stack(f_chain))
         done = b0 + nb
         say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
-    return {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
-            "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
-            "seconds": time.time() - t0}
+    out = {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
+           "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
+           "seconds": time.time() - t0}
+    if keep_chains:
+        out["chain_features"] = np.concatenate(per_chain, axis=1)
+    return out
 
 
 def missing_mask(shape, kind: str, *, fraction: float = 0.5, block: int = 8, seed: int = 0) -> np.ndarray:
