@@ -116,7 +116,10 @@ def _design(s_nhwc, geom):
     return mats, rows
 
 
-def test_d_conditional_matches_exact_gaussian():
+@pytest.mark.parametrize("route", ["loop", "statistics"])
+def test_d_conditional_matches_exact_gaussian(route):
+    """Both routes of D's draw (pretrain.dictionary) sample map 0's exact Gaussian
+    conditional, then map 1's given map 0's new value."""
     geom = LayerGeometry(hx=5, wx=4, c=2, dh=2, dw=3, k=2, p=1)
     n = 3
     rng = np.random.default_rng(1)
@@ -132,7 +135,7 @@ def test_d_conditional_matches_exact_gaussian():
         d=tf.constant(d0), log_theta=tf.zeros([n, 2, 2]), gamma_w=tf.constant(1.0),
         gamma_e=tf.constant(ge), resid=PB.pad_input(tf.constant(x - full_conv(s_nhwc, d0).numpy()), geom),
         seed=tf.constant([0, 0]))
-    fn = compiled(lambda sd: P.resample_d(state, tf.constant(x), model, sd).d)
+    fn = compiled(lambda sd: P.resample_d(state, tf.constant(x), model, sd, route).d)
     draws = np.stack([fn(tf.constant([3, i])).numpy() for i in range(3000)])  # M, dh, dw, C, K
 
     mats, rows = _design(s_nhwc, geom)

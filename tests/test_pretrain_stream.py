@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from dgdm_tf.pretrain import chain, stream_chain as chain_stream
 from dgdm_tf.pretrain import kernel as P, layer_model as PM
-from dgdm_tf.pretrain import stream as S
+from dgdm_tf.pretrain import dictionary as PD, stream as S
 from dgdm_tf.core.layout import LayerGeometry
 from _deep_geweke import geweke_chains
 from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
@@ -27,21 +27,21 @@ def _chain_state(n=6, seed=0):
 
 
 def test_d_from_batch_statistics_is_resample_d():
-    """The same seed gives resample_d's draw, whether the statistics come from all six
-    images at once or summed over batches of 2, 3 and 1 (round-off only: 1e-5 of D's
-    scale)."""
+    """The same seed gives resample_d's draw by the loop over the residual, whether the
+    statistics come from all six images at once or summed over batches of 2, 3 and 1
+    (round-off only: 1e-5 of D's scale)."""
     model, x, st = _chain_state()
     seed = tf.constant([5, 6])
-    ref = P.resample_d(st, tf.constant(x), model, seed).d.numpy()
+    ref = P.resample_d(st, tf.constant(x), model, seed, route="loop").d.numpy()
     total = S.StatsSum()
     for sl in (slice(0, 2), slice(2, 5), slice(5, 6)):
-        f_corr, f_gram = S.d_statistics(st.s[:, :, :, sl], tf.constant(x[sl]), st.d,
+        f_corr, f_gram = PD.d_statistics(st.s[:, :, :, sl], tf.constant(x[sl]), st.d,
                                         st.gamma_e[sl], model)
         zeros = [tf.zeros([])] * (len(S.BatchStats._fields) - 2)
         total.add(S.BatchStats(f_corr, f_gram, *zeros))
-    got = S.draw_d(st.d, total.result().f_corr, total.result().f_gram, model, seed).numpy()
+    got = PD.draw_d(st.d, total.result().f_corr, total.result().f_gram, model, seed).numpy()
     np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max())
-    other = S.draw_d(st.d, total.result().f_corr, total.result().f_gram, model,
+    other = PD.draw_d(st.d, total.result().f_corr, total.result().f_gram, model,
                      tf.constant([5, 7])).numpy()
     assert np.abs(other - ref).max() > 1e-3  # the seed is what makes them agree
 

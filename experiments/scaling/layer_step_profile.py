@@ -1,6 +1,7 @@
 """Where a layer-wise sweep's time goes at the default MNIST shapes, per step and per
 compilation mode (config `pretrain.jit_compile` / `features.jit_compile`): the (z, W)
-step in graph mode and under XLA, the D draw, the rest (theta, gamma_w, gamma_e), the
+step in graph mode and under XLA, the D draw by each route (:mod:`dgdm_tf.pretrain.dictionary`;
+the sweep takes the one ``route_for`` picks), the rest (theta, gamma_w, gamma_e), the
 whole sweep as pretraining runs it (D drawn) and as the feature chains run it (D fixed),
 and the floor (one generative pass and its adjoint over the batch). Random inputs at each
 layer's shape (a sweep's cost does not depend on the values); median of 3 after a warm-up.
@@ -23,7 +24,7 @@ from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.core.layout import layer_geometries
 from dgdm_tf.core.ops import full_conv, full_conv_adjoint
-from dgdm_tf.pretrain import kernel as P
+from dgdm_tf.pretrain import dictionary as PD, kernel as P
 from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 
 # the default config's MNIST layers
@@ -48,8 +49,10 @@ def profile(batch: int) -> list[dict]:
         for jit in (False, True):
             zw = compiled(lambda s, sd: P.resample_zw(s, xt, model, sd, True), jit_compile=jit)
             row["zw XLA s" if jit else "zw graph s"] = median_s(lambda: zw(st, seed))
-        d_step = compiled(lambda s, sd: P.resample_d(s, xt, model, sd))
-        row["D s"] = median_s(lambda: d_step(st, seed))
+        for route in ("loop", "statistics"):  # the sweep takes PD.route_for's
+            d_step = compiled(lambda s, sd: PD.resample_d(s, xt, model, sd, route))
+            row[f"D {route} s"] = median_s(lambda: d_step(st, seed))
+        row["D route"] = PD.route_for(g)
 
         def rest(s, sd):
             s = P.resample_theta(s, xt, model, sd)

@@ -12,7 +12,7 @@ Choices where the paper is loose (written down here as the code's contract):
   conditionally independent and drawn together (exact; the supplement, "Gibbs Sampling").
 * D_k is drawn jointly over its dh*dw*C entries from its exact Gaussian conditional
   (the supplement draws D entry by entry; the joint draw is the same target, mixes
-  better). Maps are updated one after the other, the residual kept current.
+  better). Maps are updated one after the other (:mod:`dgdm_tf.pretrain.dictionary`).
 
 The state's layout: :mod:`dgdm_tf.pretrain.blocks`.
 """
@@ -24,9 +24,9 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
-from dgdm_tf.pretrain.blocks import (block_kernels, blocks_to_nhwc, blocks_to_pooled, colour_tiles,
-                                     pad_input, tiles_to_residual)
+from dgdm_tf.pretrain.blocks import block_kernels, blocks_to_pooled, colour_tiles, tiles_to_residual
 from dgdm_tf.core.hyper import Hyper
+from dgdm_tf.pretrain.dictionary import resample_d
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 #: one sweep's streams: the state's next seed, then one per conditional, in sweep order
@@ -186,63 +186,6 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     if return_expected_pool:
         return state, blocks_to_pooled(grid(e_new_c, shape), g)
     return state
-
-
-def resample_d(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:
-    """D_k | - ~ N(mu, Lambda^-1), jointly over its dh*dw entries (each channel alike).
-
-    Lambda = dict_prior_precision I + sum_n gamma_e[n] A_nk, with A_nk[t, t'] the
-    autocorrelation of S_nk at lag t' - t; Lambda mu = sum_n gamma_e[n] (R_excl (*) S_nk)
-    with R_excl the residual without map k (supplement, conditional of D). Maps are
-    drawn one after the other. The correlations are taken in the Fourier domain
-    (FFT length Hx x Wx, so nothing wraps around), where each map's draw costs O(N Hx Wx C)
-    instead of two image-sized convolutions; the residual is rebuilt from X exactly,
-    so no round-off accumulates across sweeps.
-    """
-    g = model.geom
-    fl = [g.hx, g.wx]
-    s = blocks_to_nhwc(state.s, g)  # N, hs, ws, K
-    f_s = tf.signal.rfft2d(tf.transpose(s, [3, 0, 1, 2]), fft_length=fl)  # K, N, hx, wf
-    f_x = tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2]), fft_length=fl)  # N, C, hx, wf
-    f_d = tf.signal.rfft2d(tf.transpose(state.d, [3, 2, 0, 1]), fft_length=fl)  # K, C, hx, wf
-    f_r = f_x - tf.einsum("knhw,kchw->nchw", f_s, f_d)
-    ge = state.gamma_e
-    ge_c = tf.cast(ge, tf.complex64)
-    power = tf.einsum("n,knhw->khw", ge, tf.math.real(f_s * tf.math.conj(f_s)))
-    ac = tf.reshape(tf.signal.irfft2d(tf.cast(power, tf.complex64), fft_length=fl), [g.k, -1])
-    f_sw = tf.math.conj(f_s) * ge_c[None, :, None, None]  # gamma_e-weighted, conjugated
-    d_out = tf.TensorArray(tf.float32, size=g.k)
-
-    def body(k, f_r, d_out):
-        corr = tf.signal.irfft2d(tf.einsum("nchw,nhw->chw", f_r, f_sw[k]), fft_length=fl)
-        d_new, f_delta = draw_map(state.d, k, corr, ac[k], model, seed)
-        f_r = f_r - f_s[k][:, None] * f_delta[None]
-        return k + 1, f_r, d_out.write(k, d_new)
-
-    _, f_r, d_out = tf.while_loop(lambda k, *_: k < g.k, body, (tf.constant(0), f_r, d_out),
-                                  parallel_iterations=1)
-    d = tf.transpose(d_out.stack(), [2, 3, 1, 0])  # dh, dw, C, K
-    resid = tf.transpose(tf.signal.irfft2d(f_r, fft_length=fl), [0, 2, 3, 1])
-    return state._replace(d=d, resid=pad_input(resid, g))
-
-
-def draw_map(d, k, corr, ac_k, model: LayerModel, seed):
-    """Map k's draw of :func:`resample_d`: ``corr`` (C, Hx, Wx) the gamma_e-weighted
-    correlation of the residual with S_k (lag 0 at the origin), ``ac_k`` (Hx Wx,) S_k's
-    weighted autocorrelation. Returns (D_k new as (C, dh, dw), FFT of its change)."""
-    g = model.geom
-    d2 = g.dh * g.dw
-    d_old = tf.reshape(tf.transpose(d[..., k], [2, 0, 1]), [g.c, d2])  # C, d2
-    corr = tf.reshape(corr[:, : g.dh, : g.dw], [g.c, d2])
-    a_lik = tf.gather(ac_k, model.lag_index)  # d2, d2
-    chol = tf.linalg.cholesky(a_lik + model.hyper.dict_prior_precision * tf.eye(d2))
-    rhs = tf.transpose(corr + d_old @ a_lik)  # d2, C  (a_lik is symmetric)
-    mu = tf.linalg.cholesky_solve(chol, rhs)
-    eps = tf.random.stateless_normal([d2, g.c], tf.random.experimental.stateless_fold_in(seed, k))
-    d_new = tf.transpose(mu + tf.linalg.triangular_solve(chol, eps, lower=True, adjoint=True))
-    f_delta = tf.signal.rfft2d(tf.reshape(d_new - d_old, [g.c, g.dh, g.dw]),
-                               fft_length=[g.hx, g.wx])
-    return tf.reshape(d_new, [g.c, g.dh, g.dw]), f_delta
 
 
 def resample_theta(state: PretrainState, x: tf.Tensor, model: LayerModel, seed) -> PretrainState:

@@ -6,14 +6,9 @@ batch and hold only one batch's state in memory. What couples the images is D's
 conditional (supplement, conditional of D) and gamma_w's. Both depend on the images
 only through sums over n, accumulated batch by batch:
 
-* D, in the Fourier domain of :func:`pretrain.resample_d` (FFT length Hx x Wx), with
-  f_s the transform of S_nk, f_r of the residual R_n = X_n - sum_k D_k * S_nk:
-      F[k]    = sum_n gamma_e[n] f_r[n] conj(f_s[n, k])      (Hx, Wx/2+1, K, C)
-      Q[k, j] = sum_n gamma_e[n] f_s[n, k] conj(f_s[n, j])   (Hx, Wx/2+1, K, K)
-  Map k's conditional needs corr_k = IFFT(F[k]) and the autocorrelation IFFT(Q[k, k]);
-  after D_k moves by Delta_k, every later map's F[j] becomes F[j] - FFT(Delta_k) Q[k, j].
-  That is :func:`pretrain.resample_d`'s draw exactly (the same map order, the same
-  seeds), with the residual's update folded into the statistics;
+* D, by the sums over images F and Q of :mod:`dgdm_tf.pretrain.dictionary` (its
+  ``statistics`` route), accumulated batch by batch: the in-memory sweep's draw (the
+  same map order, the same seeds);
 * gamma_w: the count of active entries and sum W^2.
 
 One streamed sweep, image batch after image batch, then the globals:
@@ -38,8 +33,9 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import compiled
-from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input, reconstruction
-from dgdm_tf.pretrain.kernel import (SWEEP_SEEDS, active_mask, draw_gamma_w, draw_map, log_likelihood,
+from dgdm_tf.pretrain.blocks import pad_input, reconstruction
+from dgdm_tf.pretrain.dictionary import d_statistics, draw_d
+from dgdm_tf.pretrain.kernel import (SWEEP_SEEDS, active_mask, draw_gamma_w, log_likelihood,
                                      resample_gamma_e, resample_theta, resample_zw)
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
@@ -72,50 +68,6 @@ def dense_blocks(z, w, model: LayerModel) -> tf.Tensor:
 def compact_blocks(s) -> tf.Tensor:
     """The inverse of :func:`dense_blocks` for a block's weight: at most one non-zero."""
     return tf.reduce_sum(s, axis=-1)
-
-
-def d_statistics(s, x, d, gamma_e, model: LayerModel):
-    """(F, Q) above for one batch, complex64, frequency-major: F (Hx, Wf, K, C) and
-    Q (Hx, Wf, K, K), so that every sum over the batch's images is one batched matmul
-    per frequency (one transpose of the blocks' transform, no others)."""
-    g = model.geom
-    fl = [g.hx, g.wx]
-    f_s = tf.signal.rfft2d(tf.transpose(blocks_to_nhwc(s, g), [3, 0, 1, 2]), fft_length=fl)
-    f_s = tf.transpose(f_s, [2, 3, 0, 1])  # hx, wf, K, N
-    f_x = tf.transpose(tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2]), fft_length=fl),
-                       [2, 3, 0, 1])  # hx, wf, N, C
-    f_d = tf.transpose(tf.signal.rfft2d(tf.transpose(d, [3, 2, 0, 1]), fft_length=fl),
-                       [2, 3, 0, 1])  # hx, wf, K, C
-    f_r = f_x - tf.linalg.matmul(f_s, f_d, transpose_a=True)  # hx, wf, N, C
-    f_sw = tf.math.conj(f_s) * tf.cast(gamma_e, tf.complex64)  # gamma_e-weighted, conjugated
-    return tf.linalg.matmul(f_sw, f_r), tf.linalg.matmul(f_s, f_sw, transpose_b=True)
-
-
-def draw_d(d, f_corr, f_gram, model: LayerModel, seed) -> tf.Tensor:
-    """D | - from the summed statistics: :func:`pretrain.draw_map` for each map in
-    :func:`pretrain.resample_d`'s order and seeds, with corr_k = IFFT(F[k]) and the
-    autocorrelation IFFT(Q[k, k]); after each map, F[j] -= FFT(Delta_k) Q[k, j]."""
-    g = model.geom
-    fl = [g.hx, g.wx]
-    f_corr = tf.cast(f_corr, tf.complex64)
-    f_gram = tf.cast(f_gram, tf.complex64)
-    diag = tf.math.real(tf.linalg.diag_part(f_gram))  # hx, wf, K
-    ac = tf.reshape(tf.signal.irfft2d(tf.cast(tf.transpose(diag, [2, 0, 1]), tf.complex64),
-                                      fft_length=fl), [g.k, -1])
-    # map-major for the loop: F (K, C, hx, wf), Q (K, K, hx, wf); small, moved once
-    f_corr = tf.transpose(f_corr, [2, 3, 0, 1])
-    f_gram = tf.transpose(f_gram, [2, 3, 0, 1])
-    d_out = tf.TensorArray(tf.float32, size=g.k)
-
-    def body(k, f_corr, d_out):
-        corr = tf.signal.irfft2d(f_corr[k], fft_length=fl)
-        d_new, f_delta = draw_map(d, k, corr, ac[k], model, seed)
-        f_corr = f_corr - f_delta[None] * f_gram[k][:, None]
-        return k + 1, f_corr, d_out.write(k, d_new)
-
-    _, _, d_out = tf.while_loop(lambda k, *_: k < g.k, body, (tf.constant(0), f_corr, d_out),
-                                parallel_iterations=1)
-    return tf.transpose(d_out.stack(), [2, 3, 1, 0])
 
 
 def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerModel,
