@@ -1,5 +1,5 @@
 """The dictionaries of the top-down sampler: ``resample_d``. D[0]: jointly per map from
-its exact Gaussian (reuses :func:`dgdm_tf.pretrain.kernel.resample_d`, Fourier domain).
+its exact Gaussian (reuses :func:`dgdm_tf.pretrain.dictionary.resample_d`, Fourier domain).
 D[l], l >= 1: its conditional is Gaussian too but its precision couples every entry
 through the per-image unpooling below, so a joint draw would need an N-image Gram of
 dh*dw*K_{l-1} columns per map. It is updated by Hamiltonian Monte Carlo with a
