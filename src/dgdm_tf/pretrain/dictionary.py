@@ -33,8 +33,8 @@ from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 ROUTES = ("auto", "loop", "statistics")
 
 #: ``auto`` takes the statistics while K < this x C. At MNIST's layer 2 (C = 50,
-#: K = 118-200) they were 4.3x faster than the loop; at its layer 1 (C = 1, K = 50) 1.3x
-#: slower (docs/scaling.md).
+#: K = 200) they were 3.2x faster than the loop; at its layer 1 (C = 1, K = 50) 1.9x
+#: slower (docs/scaling.md, "The layer-wise D draw").
 STATISTICS_MAX_K_PER_CHANNEL = 16
 
 
