@@ -34,8 +34,12 @@ cache = args[4] if len(args) > 4 else None
 resolved, z, ds, feats, x, y = pretrained_row(root, n_train, n_test)
 run = resolved["block"]
 layers, cfg = run["model"]["layers"], run["topdown_features"]
+made = np.array([n_train, n_test, m_max])  # what the cache was made for
 if cache and os.path.exists(cache):
     per = dict(np.load(cache))
+    if not np.array_equal(per.pop("made", None), made):
+        sys.exit(f"{cache} holds features for other (n_train, n_test, chains) than {made.tolist()}: "
+                 "delete it or name another cache")
     print(f"chains' features from {cache}", flush=True)
 else:
     per = {}
@@ -48,10 +52,11 @@ else:
             keep_chains=True, progress=None)["chain_features"]
         print(f"{s}: {m_max} chains of {n} images in {time.perf_counter() - t:.0f} s", flush=True)
     if cache:
-        np.savez(cache, **per)
+        np.savez(cache, made=made, **per)
 for m in range(1, m_max + 1):
     test = per["test"][:m].mean(0)
-    for rows in ("average", "stacked"):
+    # one chain stacked is its average: fit it once
+    for rows in ("average", "stacked") if m > 1 else ("average",):
         if rows == "average":
             f_train, y_train = per["train"][:m].mean(0), y["train"]
         else:

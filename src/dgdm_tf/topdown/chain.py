@@ -128,7 +128,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                     r_acc = r_acc + np.asarray(xs[0])
                     # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
                     l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., back_l1]
-            f_chain.append(((f_acc - f_before) / collect).astype(np.float32))
+            if keep_chains:
+                f_chain.append(((f_acc - f_before) / collect).astype(np.float32))
         n_draws = collect * int(chains)
         check_finite("top-down features", f_acc)
         feats.append((f_acc / n_draws).astype(np.float32))
