@@ -224,6 +224,7 @@ def test_one_chunk_of_all_images_is_the_sweep():
     argument): one chunk holding every image draws exactly what the unchunked sweep
     draws; two chunks draw something else and keep the residual exact."""
     model, x, st = _tiny(3, n=4)
+    st = st._replace(hmc_log_step=tf.fill([model.n_layers], -1.0))  # room to adapt either way
     a, sa = make_sweep_fn(model, adapt=True)(st, tf.constant(x))
     b, sb = make_sweep_fn(model, chunk=4, adapt="argument")(st, tf.constant(x), tf.constant(True))
     for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
@@ -242,6 +243,7 @@ def test_same_seed_gives_identical_sweeps():
     and collection, as deep_chain uses it) draws exactly what adapt=True draws; with the
     flag False the same, but the HMC steps (used from the next sweep on) stay put."""
     model, x, st = _tiny(2)
+    st = st._replace(hmc_log_step=tf.fill([model.n_layers], -1.0))  # room to adapt either way
     fn = make_sweep_fn(model, adapt="argument")
     on, off = tf.constant(True), tf.constant(False)
     a, b = st, st
@@ -398,3 +400,19 @@ def test_fixed_and_random_scans_draw_differently_and_keep_the_residual():
     assert not np.array_equal(out[0].s_top.numpy(), out[1].s_top.numpy())
     with pytest.raises(ValueError, match="scan"):
         DeepModel((12, 13, 2), [{"dict_size": 2, "n_dict": 2, "pool": 1}], scan="sequential")
+
+
+def test_adapted_hmc_step_stays_within_half_the_stability_limit():
+    """Burn-in adaptation raises the step while HMC accepts above its target, but never
+    past log step 0 (eps = 1 / sqrt(lambda_max estimate), half the leapfrog's limit)."""
+    model, x, st = _tiny(4)
+    fn = make_sweep_fn(model, adapt=True)
+    up, stats = fn(st._replace(hmc_log_step=tf.fill([model.n_layers], -3.0)), tf.constant(x))
+    assert float(stats["accept"][1]) > 0.7 and up.hmc_log_step.numpy()[1] > -3.0  # a small step: raised
+    capped = 0  # sweeps that accepted above target at the cap: the cap held the step
+    for _ in range(6):
+        at_cap = st.hmc_log_step.numpy()[1] == 0.0
+        st, stats = fn(st, tf.constant(x))
+        capped += int(at_cap and float(stats["accept"][1]) > 0.7)
+        assert st.hmc_log_step.numpy()[1] <= 0.0
+    assert capped > 0

@@ -6,7 +6,7 @@ dh*dw*K_{l-1} columns per map. It is updated by Hamiltonian Monte Carlo with a
 Metropolis correction (exact: the conditional is left invariant), with a diagonal mass
 matrix estimated from the conditional's own Hessian (Hutchinson probes; it does not
 depend on D[l], so the kernel stays valid at every sweep). The step size adapts during
-burn-in only.
+burn-in only, up to half the leapfrog's estimated stability limit.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.topdown.state import DeepState, dense_z, masked, residual
+
+
+#: the largest adapted log step: eps <= 1 / sqrt(lambda_max estimate)
+MAX_LOG_STEP = 0.0
 
 
 def _layer_s(state: DeepState, model: DeepModel, l: int, zd):
@@ -118,6 +122,9 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
         gain = 0.5 * (tf.exp(log_acc) - target_accept)
         if adapt is not True:  # a boolean tensor: one compiled sweep for both phases
             gain = tf.where(adapt, gain, 0.0)
-        step = tf.tensor_scatter_nd_add(step, [[l]], [gain])
+        # never past half the leapfrog's stability limit, 2 / sqrt(lambda_max): the power
+        # iterations estimate lambda_max from below, and steps adapted up to the limit
+        # were rejected outright in collection, freezing D (docs/design.md, "HMC's step")
+        step = tf.minimum(tf.tensor_scatter_nd_add(step, [[l]], [gain]), MAX_LOG_STEP)
     state = state._replace(d=tuple(d), hmc_log_step=step)
     return state._replace(resid=residual(state, x, model, mask)), tf.exp(log_acc)
