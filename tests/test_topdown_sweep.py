@@ -238,6 +238,36 @@ def test_one_chunk_of_all_images_is_the_sweep():
     np.testing.assert_allclose(c.resid.numpy(), residual(c, x, model).numpy(), atol=1e-4)
 
 
+@pytest.mark.parametrize("n_layers", [2, 3])
+def test_chunked_d_steps_draw_what_one_call_draws(n_layers):
+    """Every D step reading the images 2 at a time (5 images: two chunks and a remainder;
+    D[0] by its sums-over-images route, D[l >= 1]'s HMC potential, gradient and Hessian
+    probes summed over chunks, the residual rebuilt chunk by chunk) draws what one call
+    on every image draws, from the same seed, up to round-off; a middle layer's S[l]
+    comes from the layers above it."""
+    layers = [{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]
+    shape = (12, 13, 2)
+    if n_layers == 3:
+        layers = [{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 3, "pool": 2},
+                  {"dict_size": 1, "n_dict": 2, "pool": 1}]
+        shape = (16, 15, 1)
+    model = DeepModel(shape, layers)
+    rng = np.random.default_rng(4)
+    ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
+    x = tf.constant(rng.normal(size=(5,) + shape).astype(np.float32))
+    st = init_state(x, model, ds, [1, 2])
+    st = resample_top(st, x, model, tf.constant([5, 6]), fast=False)
+    for l in range(n_layers):
+        one, a1 = compiled(lambda s: resample_d(s, x, model, l, tf.constant([7, l])))(st)
+        chunked, a2 = compiled(lambda s: resample_d(s, x, model, l, tf.constant([7, l]), chunk=2))(st)
+        np.testing.assert_allclose(chunked.d[l].numpy(), one.d[l].numpy(), rtol=1e-3, atol=1e-4)
+        assert np.abs(chunked.d[l].numpy() - st.d[l].numpy()).max() > 1e-3  # D moved
+        np.testing.assert_allclose(chunked.resid.numpy(), one.resid.numpy(), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(chunked.resid.numpy(), residual(chunked, x, model).numpy(),
+                                   atol=1e-4)
+        np.testing.assert_allclose(a2.numpy(), a1.numpy(), rtol=1e-3)
+
+
 def test_same_seed_gives_identical_sweeps():
     """The same seed twice: identical states. adapt="argument" (one trace for burn-in
     and collection, as deep_chain uses it) draws exactly what adapt=True draws; with the
@@ -274,7 +304,7 @@ def test_hmc_kernel_leaves_the_exact_gaussian_conditional_invariant():
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     st, x, _ = forward_draws(np.random.default_rng(3), model, 2)
     zd = dense_z(st, model)
-    s_l = _layer_s(st, model, 1, zd)
+    s_l = _layer_s(st.s_top, st.d, model, 1, zd)
     g = model.geoms[1]
     j = g.dh * g.dw * g.c * g.k
     cols = []

@@ -1,9 +1,14 @@
 """Where does the top-down chain's memory grow with the images? On a default run's
 pretrained layers and the first N training images of its `pretrained_svm` subset, two
 chunked sweeps (chunks of 250, as `refine` and `supervised` run) with the global steps
-(every D, gamma_s) on or off; each setting in its own process, which prints its peak RSS:
+(every D, gamma_s) on or off, or one D step alone (`d0`, `d1`: two draws of D[l] on the
+start state, no sweep), or the chain as the rules run it (`refine`, `supervised`:
+`topdown.refine.run_refine` for 1 + 2 sweeps with the run's `refine` / `supervised`
+settings); each setting in its own process, which prints its peak RSS:
 
     python experiments/scaling/chain_memory.py results/mnist 500 1500
+    python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings d0 d1
+    python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings refine supervised
 
 If the peak grows with N only when the globals are on, the memory is in the D steps,
 which see every image in one compiled call; the per-image state is small.
@@ -16,7 +21,7 @@ import time
 
 root = sys.argv[1]
 if len(sys.argv) > 2 and sys.argv[2] == "--one":
-    n, globals_on = int(sys.argv[3]), sys.argv[4] == "on"
+    n, setting = int(sys.argv[3]), sys.argv[4]
     import numpy as np
     import tensorflow as tf
 
@@ -24,25 +29,59 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
     from _subsets import pretrained_row
     from dgdm_tf.core.model import DeepModel
     from dgdm_tf.topdown.state import init_state
+    from dgdm_tf.core.compiled import compiled
+    from dgdm_tf.topdown.dictionaries import resample_d
     from dgdm_tf.topdown.sweep import make_sweep_fn
 
     resolved, z, ds, feats, x, y = pretrained_row(root, n, 1)
     layers = resolved["block"]["model"]["layers"]
     model = DeepModel(x["train"].shape[1:], layers, None, scan="random").with_ks(
         [int(d.shape[-1]) for d in ds])
-    fn = make_sweep_fn(model, chunk=250, update_globals=globals_on, adapt=False)
     xt = tf.constant(x["train"])
     st = init_state(x["train"], model, ds, [0, 1], gamma_e_init=float(np.mean(z[0]["gamma_e"])),
                     gamma_s_init=float(z[-1]["gamma_w"]))
+    if setting in ("refine", "supervised"):
+        from dgdm_tf.topdown.refine import run_refine
+
+        import yaml
+
+        cfg = yaml.safe_load(open(f"{root}/supervised/config.yaml"))["block"][setting]
+        kw = {}
+        if setting == "supervised":
+            kw = dict(labels=y["train"], n_classes=10, keep_models=2,
+                      svm_hyper={**{k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa",
+                                                      "bias_var", "scale")},
+                                 "steps": int(cfg["svm_steps"])},
+                      svm_warmup=int(cfg["svm_warmup"]), svm_average=int(cfg["svm_average"]))
+        t = time.perf_counter()
+        out = run_refine(x["train"], ds, layers, seed=0, burn_in=1, collect=2, chunk=int(cfg["chunk"]),
+                   gamma_e_init=float(np.mean(z[0]["gamma_e"])), gamma_s_init=float(z[-1]["gamma_w"]),
+                   scan=cfg["scan"], progress=None, **kw)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        sweeps = " / ".join(f"{r['seconds']:.1f}" for r in out["trace"])
+        print(f"{n} images, {setting}: peak RSS {rss:.0f} MB "
+              f"({time.perf_counter() - t:.0f} s for 3 sweeps, each {sweeps} s)", flush=True)
+        sys.exit(0)
+    if setting in ("on", "off"):
+        sweep_fn = make_sweep_fn(model, chunk=250, update_globals=setting == "on", adapt=False)
+        fn = lambda st: sweep_fn(st, xt)
+    else:
+        l = int(setting[1:])
+        fn = compiled(lambda st: resample_d(st, xt, model, l, tf.constant([3, l])))
     t = time.perf_counter()
     for _ in range(2):
-        st, _ = fn(st, xt)
+        st, _ = fn(st)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{n} images, globals {'on' if globals_on else 'off'}: peak RSS {rss:.0f} MB "
-          f"({time.perf_counter() - t:.0f} s for 2 sweeps)", flush=True)
+    print(f"{n} images, {setting}: peak RSS {rss:.0f} MB "
+          f"({time.perf_counter() - t:.0f} s for 2 calls)", flush=True)
     sys.exit(0)
-for n in sys.argv[2:]:
-    for g in ("off", "on"):
+args = sys.argv[2:]
+settings = ["off", "on"]
+if "--settings" in args:
+    i = args.index("--settings")
+    args, settings = args[:i], args[i + 1:]
+for n in args:
+    for g in settings:
         out = subprocess.run([sys.executable, __file__, root, "--one", n, g],
                              capture_output=True, text=True)
         print(out.stdout.strip() or out.stderr[-2000:], flush=True)

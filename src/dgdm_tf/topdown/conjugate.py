@@ -15,11 +15,22 @@ from dgdm_tf.core.model import DeepModel
 from dgdm_tf.topdown.state import DeepState, fold_seed
 
 
+def state_counts(z, n_states: int) -> tf.Tensor:
+    """(N, K, S) how many blocks of each map of each image are in each state (float32),
+    from z (N, nbh, nbw, K) by a batched bincount: a one-hot of every block would hold
+    N x blocks x K x S floats."""
+    n, k = tf.shape(z)[0], tf.shape(z)[3]
+    rows = tf.reshape(tf.transpose(z, [0, 3, 1, 2]), [n * k, -1])
+    counts = tf.math.bincount(rows, minlength=n_states, maxlength=n_states, axis=-1,
+                              dtype=tf.float32)
+    return tf.reshape(counts, [n, k, n_states])
+
+
 def resample_theta(state: DeepState, x, model: DeepModel, seed) -> DeepState:
     """theta_nk[l] | - ~ Dir(1/(p^2+1) + counts of each block state in the map)."""
     out = []
     for l, g in enumerate(model.geoms[:-1]):
-        counts = tf.reduce_sum(tf.one_hot(state.z[l], g.n_states), axis=[1, 2])  # N, K, S
+        counts = state_counts(state.z[l], g.n_states)
         out.append(pretrain.log_dirichlet_sample(model.alpha[l] + counts, fold_seed(seed, l)))
     return state._replace(log_theta=tuple(out))
 

@@ -16,8 +16,11 @@ import tensorflow as tf
 
 from dgdm_tf.pretrain import kernel as pretrain
 from dgdm_tf.pretrain.blocks import nhwc_to_blocks
+from dgdm_tf.pretrain.dictionary import d_statistics, draw_d
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
-from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
+from dgdm_tf.core.image_chunks import map_over_chunks, sum_over_chunks
+from dgdm_tf.core.model import (DeepModel, dense_indicators, down_from, layer_inputs,
+                                unpool_blocks)
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.topdown.state import DeepState, dense_z, masked, residual
 
@@ -26,28 +29,86 @@ from dgdm_tf.topdown.state import DeepState, dense_z, masked, residual
 MAX_LOG_STEP = 0.0
 
 
-def _layer_s(state: DeepState, model: DeepModel, l: int, zd):
-    """S[l] (dense) from the current state."""
+def _layer_s(s_top, d, model: DeepModel, l: int, zd):
+    """S[l] (dense) of the images whose top layer and indicators these are."""
     if l == model.n_layers - 1:
-        return state.s_top
-    xs = layer_inputs(state.s_top, model, state.d, zd)
+        return s_top
+    xs = layer_inputs(s_top, model, d, zd)
     return unpool_blocks(xs[l + 1], zd[l], model.geoms[l].p)
+
+
+class _Images:
+    """What D[l]'s conditional reads of each image, for all images at once (``chunk``
+    None) or a chunk at a time (:mod:`dgdm_tf.core.image_chunks`): the data fit's sums
+    over images are then accumulated chunk by chunk, so the dense S[l] and the images
+    pushed down to the data plane are held for one chunk only."""
+
+    def __init__(self, state: DeepState, x, model: DeepModel, l: int, mask, chunk):
+        self.state, self.model, self.l, self.chunk = state, model, l, chunk
+        self.has_mask, self.n_z = mask is not None, len(state.z)
+        self.per_image = [x, state.gamma_e, state.s_top, *state.z] + ([mask] if self.has_mask else [])
+
+    def unpack(self, parts):
+        """(x, gamma_e as N x 1 x 1 x 1, S[l], dense indicators, mask) of a chunk."""
+        x, ge, s_top = parts[:3]
+        z = parts[3: 3 + self.n_z]
+        mask = parts[3 + self.n_z] if self.has_mask else None
+        zd = [dense_indicators(zz, g) for zz, g in zip(z, self.model.geoms[:-1])]
+        s_l = _layer_s(s_top, self.state.d, self.model, self.l, zd)
+        return x, ge[:, None, None, None], s_l, zd, mask
+
+    def total(self, fn, *shared):
+        """sum over the images' chunks of ``fn(*shared, x, ge, S[l], zd, mask)``."""
+        return sum_over_chunks(lambda *a: fn(*a[: len(shared)], *self.unpack(a[len(shared):])),
+                               self.per_image, self.chunk, shared)
+
+    def residual(self, d):
+        """X - g(S[L-1]) with dictionaries ``d``, chunk by chunk."""
+        def one(*parts):
+            x, _, s_top = parts[:3]
+            z = parts[3: 3 + self.n_z]
+            mask = parts[3 + self.n_z] if self.has_mask else None
+            zd = [dense_indicators(zz, g) for zz, g in zip(z, self.model.geoms[:-1])]
+            return masked(x - layer_inputs(s_top, self.model, d, zd)[0], mask)
+        return map_over_chunks(one, self.per_image, self.chunk)
+
+
+def _resample_d0_chunked(state: DeepState, x, model: DeepModel, seed, chunk: int):
+    """D[0] | rest from its sums over images (the pretraining kernel's ``statistics`` route,
+    :func:`dgdm_tf.pretrain.dictionary.draw_d`), accumulated a chunk of images at a time.
+    The same maps, order and seeds as the one-call draw; the two agree to round-off."""
+    g = model.geoms[0]
+    lm = LayerModel(g, model.hyper, top=False, n_images=int(x.shape[0]))
+    images = _Images(state, x, model, 0, None, chunk)
+
+    def stats(x_c, ge_c, s_l, zd, mask):
+        return d_statistics(nhwc_to_blocks(s_l, g), x_c, state.d[0], ge_c[:, 0, 0, 0], lm)
+
+    f_corr, f_gram = images.total(stats)
+    d = list(state.d)
+    d[0] = draw_d(state.d[0], f_corr, f_gram, lm, seed)
+    return state._replace(d=tuple(d), resid=images.residual(d)), tf.constant(1.0)
 
 
 def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
                n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
-               power_iterations: int = 6):
+               power_iterations: int = 6, chunk: int | None = None):
     """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
 
+    ``chunk``: read the images that many at a time (memory; the sums over images are the
+    same up to round-off, and D[0] takes the sums-over-images route of its draw).
     Returns (state, acceptance probability) -- 1.0 for the exact draw.
     """
-    zd = dense_z(state, model)
-    s_l = _layer_s(state, model, l, zd)
+    if chunk is not None and int(chunk) >= int(x.shape[0]):
+        chunk = None
     if l == 0:
         if mask is not None:
             raise NotImplementedError("D[0] is drawn with every pixel observed; hold the "
                                       "dictionaries fixed when pixels are missing")
+        if chunk is not None:
+            return _resample_d0_chunked(state, x, model, seed, int(chunk))
         g = model.geoms[0]
+        s_l = _layer_s(state.s_top, state.d, model, 0, dense_z(state, model))
         lm = LayerModel(g, model.hyper, top=False, n_images=int(x.shape[0]))
         ps = PretrainState(
             s=nhwc_to_blocks(s_l, g), z=None, d=state.d[0], log_theta=None,
@@ -57,27 +118,45 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
         d[0] = ps.d
         return state._replace(d=tuple(d), resid=ps.resid[:, : g.hx, : g.wx, :]), tf.constant(1.0)
 
-    ge = state.gamma_e[:, None, None, None]
     prior = model.hyper.dict_prior_precision
+    images = _Images(state, x, model, l, mask, chunk)
 
-    def image(dl):
-        return masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), mask)
+    def image(dl, s_l, zd, m):
+        return masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), m)
 
-    def potential_and_grad(dl):
+    def fit_and_grad(dl, x_c, ge, s_l, zd, m, with_prior=False):
         with tf.GradientTape() as tape:
             tape.watch(dl)
-            r = x - image(dl) if mask is None else masked(x - image(dl), mask)
-            u = 0.5 * tf.reduce_sum(ge * tf.square(r)) + 0.5 * prior * tf.reduce_sum(tf.square(dl))
+            r = masked(x_c - image(dl, s_l, zd, m), m)
+            u = 0.5 * tf.reduce_sum(ge * tf.square(r))
+            if with_prior:
+                u += 0.5 * prior * tf.reduce_sum(tf.square(dl))
         return u, tape.gradient(u, dl)
+
+    def fit_hess_vec(v, x_c, ge, s_l, zd, m):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v, s_l, zd, m)))
+        return tape.gradient(quad, v)
+
+    if chunk is None:  # every image in one call (the draws of the sampler before chunks)
+        all_images = images.unpack(images.per_image)
+
+        def potential_and_grad(dl):
+            return fit_and_grad(dl, *all_images, with_prior=True)
+
+        def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
+            return fit_hess_vec(v, *all_images) + prior * v
+    else:
+        def potential_and_grad(dl):
+            u, g = images.total(fit_and_grad, dl)
+            return u + 0.5 * prior * tf.reduce_sum(tf.square(dl)), g + prior * dl
+
+        def hess_vec(v):
+            return images.total(fit_hess_vec, v) + prior * v
 
     s_probe, s_mom, s_acc = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
     q0 = state.d[l]
-
-    def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
-        with tf.GradientTape() as tape:
-            tape.watch(v)
-            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v)))
-        return tape.gradient(quad, v) + prior * v
 
     # diagonal mass: per-map mean of diag(Hessian) from one Rademacher probe
     probe = tf.sign(tf.random.stateless_uniform(tf.shape(q0), s_probe, -1.0, 1.0))
@@ -127,4 +206,5 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
         # were rejected outright in collection, freezing D (docs/design.md, "HMC's step")
         step = tf.minimum(tf.tensor_scatter_nd_add(step, [[l]], [gain]), MAX_LOG_STEP)
     state = state._replace(d=tuple(d), hmc_log_step=step)
-    return state._replace(resid=residual(state, x, model, mask)), tf.exp(log_acc)
+    resid = residual(state, x, model, mask) if chunk is None else images.residual(state.d)
+    return state._replace(resid=resid), tf.exp(log_acc)

@@ -102,7 +102,9 @@ def _averages(st: DeepState, model: DeepModel) -> dict:
     out["gamma_e"] = np.asarray(st.gamma_e)
     out["on_rate"] = np.asarray(st.on).mean(axis=(0, 1, 2))  # K_top
     for l, g in enumerate(model.geoms[:-1]):
-        counts = np.eye(g.n_states, dtype=np.float32)[np.asarray(st.z[l])].mean(axis=(0, 1, 2))
+        z = np.asarray(st.z[l])  # a state at a time: a one-hot of z is N x blocks x K x S floats
+        counts = np.stack([(z == s).mean(axis=(0, 1, 2), dtype=np.float32)
+                           for s in range(g.n_states)], axis=-1)
         out[f"theta{l}"] = counts  # K, S: how often each block state is used
     return out
 

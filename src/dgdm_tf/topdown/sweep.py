@@ -71,14 +71,17 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
 
 
 def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
-                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10):
+                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10,
+                 chunk: int | None = None):
     """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
-    and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`. Returns (state, HMC acceptance per layer)."""
+    and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`; ``chunk``: the D steps read
+    the images that many at a time (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
+    Returns (state, HMC acceptance per layer)."""
     accept = [tf.constant(1.0)] * model.n_layers
     if update_globals:
         for l in range(model.n_layers):
             state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds.d, l), mask=mask,
-                                          n_leapfrog=n_leapfrog, adapt=adapt)
+                                          n_leapfrog=n_leapfrog, adapt=adapt, chunk=chunk)
         state = resample_gamma_s(state, x, model, seeds.gamma_s)
     state = resample_theta(state, x, model, seeds.theta)
     state = resample_pi(state, x, model, seeds.pi)
@@ -125,14 +128,16 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
     call per chunk, so the top units' data-plane images (units x images x footprint, 120 GB
     for all 60000 MNIST images) are held for one chunk only. Chunk c > 0 is seeded by
     fold-in of c into the sweep's streams (chunk 0 by the streams themselves, so one chunk
-    of all images is :func:`sweep`); the globals see all images at once."""
+    of all images is :func:`sweep`). The D steps sum their statistics over the same chunks
+    (:mod:`dgdm_tf.core.image_chunks`), so no step holds every image's dense maps: the
+    same draws as all images at once up to round-off, D[0] by its sums-over-images route."""
     local = compiled(
         lambda st, x, s1, s2, terms: local_steps(
             st._replace(resid=residual(st, x, model)), x, model, s1, s2,
             fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
     glob = compiled(lambda st, x, seeds, ad: global_steps(
-        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog),
-        reduce_retracing=True)
+        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog,
+        chunk=chunk), reduce_retracing=True)
     svm_fn = None
     if svm_hyper is not None:
         svm_fn = compiled(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
@@ -187,8 +192,10 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None
     lj = tf.reduce_sum(0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
     lj += tf.reduce_sum([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
     for l, g in enumerate(model.geoms[:-1]):
-        oh = tf.one_hot(state.z[l], g.n_states)  # N, nbh, nbw, K, S
-        lj += tf.reduce_sum(oh * state.log_theta[l][:, None, None, :, :])
+        z = tf.transpose(state.z[l], [0, 3, 1, 2])  # N, K, nbh, nbw
+        # log theta of each block's state (a gather: a one-hot of every block's states
+        # held N x blocks x K x S floats, 2.5 GB at 10000 MNIST images)
+        lj += tf.reduce_sum(tf.gather(state.log_theta[l], z, batch_dims=2))
         lj += tf.reduce_sum((model.alpha[l] - 1.0) * state.log_theta[l])
     lp = state.log_pi  # N, K, 2
     lj += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1])
