@@ -48,12 +48,17 @@ class _Images:
         self.has_mask, self.n_z = mask is not None, len(state.z)
         self.per_image = [x, state.gamma_e, state.s_top, *state.z] + ([mask] if self.has_mask else [])
 
+    def _fields(self, parts):
+        """(x, gamma_e, S[L-1], dense indicators, mask) of a chunk. The indicators are
+        rebuilt per chunk and call: held for every image they are the memory that
+        chunking saves (N x H x W x K floats at layer 1)."""
+        x, ge, s_top = parts[:3]
+        zd = [dense_indicators(zz, g) for zz, g in zip(parts[3: 3 + self.n_z], self.model.geoms[:-1])]
+        return x, ge, s_top, zd, (parts[3 + self.n_z] if self.has_mask else None)
+
     def unpack(self, parts):
         """(x, gamma_e as N x 1 x 1 x 1, S[l], dense indicators, mask) of a chunk."""
-        x, ge, s_top = parts[:3]
-        z = parts[3: 3 + self.n_z]
-        mask = parts[3 + self.n_z] if self.has_mask else None
-        zd = [dense_indicators(zz, g) for zz, g in zip(z, self.model.geoms[:-1])]
+        x, ge, s_top, zd, mask = self._fields(parts)
         s_l = _layer_s(s_top, self.state.d, self.model, self.l, zd)
         return x, ge[:, None, None, None], s_l, zd, mask
 
@@ -65,10 +70,7 @@ class _Images:
     def residual(self, d):
         """X - g(S[L-1]) with dictionaries ``d``, chunk by chunk."""
         def one(*parts):
-            x, _, s_top = parts[:3]
-            z = parts[3: 3 + self.n_z]
-            mask = parts[3 + self.n_z] if self.has_mask else None
-            zd = [dense_indicators(zz, g) for zz, g in zip(z, self.model.geoms[:-1])]
+            x, _, s_top, zd, mask = self._fields(parts)
             return masked(x - layer_inputs(s_top, self.model, d, zd)[0], mask)
         return map_over_chunks(one, self.per_image, self.chunk)
 
