@@ -63,3 +63,23 @@ def pretrained_row(root: str, n_train: int, n_test: int):
     x = {s: prep[f"x_{s}"][feats[f"idx_{s}"][:n]].astype(np.float32) for s, n in sizes.items()}
     y = {s: feats[f"y_{s}"][:n] for s, n in sizes.items()}
     return resolved, layers, [a["D"].astype(np.float32) for a in layers], feats, x, y
+
+
+def topdown_start(root: str, n: int):
+    """The top-down chain's start on the first ``n`` training images of a default run's
+    `pretrained_svm` row, its pretrained layers and their gamma_e / gamma_w, the random
+    scan: (the row's resolved config, the layers' npz files, their dictionaries, images,
+    labels (as :func:`pretrained_row`), the model, the training images as a tensor, the
+    start state, seed [0, 1])."""
+    import tensorflow as tf
+
+    from dgdm_tf.core.model import DeepModel
+    from dgdm_tf.topdown.state import init_state
+
+    resolved, z, ds, _, x, y = pretrained_row(root, n, 1)
+    layers = resolved["block"]["model"]["layers"]
+    model = DeepModel(x["train"].shape[1:], layers, None, scan="random").with_ks(
+        [int(d.shape[-1]) for d in ds])
+    st = init_state(x["train"], model, ds, [0, 1], gamma_e_init=float(np.mean(z[0]["gamma_e"])),
+                    gamma_s_init=float(z[-1]["gamma_w"]))
+    return resolved, z, ds, x, y, model, tf.constant(x["train"]), st

@@ -26,20 +26,13 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
     import tensorflow as tf
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "mixing"))
-    from _subsets import pretrained_row
-    from dgdm_tf.core.model import DeepModel
-    from dgdm_tf.topdown.state import init_state
+    from _subsets import topdown_start
     from dgdm_tf.core.compiled import compiled
     from dgdm_tf.topdown.dictionaries import resample_d
     from dgdm_tf.topdown.sweep import make_sweep_fn
 
-    resolved, z, ds, feats, x, y = pretrained_row(root, n, 1)
+    resolved, z, ds, x, y, model, xt, st = topdown_start(root, n)
     layers = resolved["block"]["model"]["layers"]
-    model = DeepModel(x["train"].shape[1:], layers, None, scan="random").with_ks(
-        [int(d.shape[-1]) for d in ds])
-    xt = tf.constant(x["train"])
-    st = init_state(x["train"], model, ds, [0, 1], gamma_e_init=float(np.mean(z[0]["gamma_e"])),
-                    gamma_s_init=float(z[-1]["gamma_w"]))
     if setting in ("refine", "supervised"):
         from dgdm_tf.topdown.refine import run_refine
 

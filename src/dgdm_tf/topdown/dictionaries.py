@@ -92,6 +92,71 @@ def _resample_d0_chunked(state: DeepState, x, model: DeepModel, seed, chunk: int
     return state._replace(d=tuple(d), resid=images.residual(d)), tf.constant(1.0)
 
 
+def _d_conditional(images: _Images, model: DeepModel, l: int, d):
+    """D[l]'s conditional (l >= 1) over ``images``: (potential_and_grad(D[l]) -> (U, dU),
+    data_hess_vec(v) -> the data fit's Hessian times v, the prior's left out). U is
+    quadratic in D[l], so its Hessian does not depend on D[l]."""
+    prior = model.hyper.dict_prior_precision
+
+    def image(dl, s_l, zd, m):
+        return masked(down_from(full_conv(s_l, dl), l, model, d, zd), m)
+
+    def fit_and_grad(dl, x_c, ge, s_l, zd, m, with_prior=False):
+        with tf.GradientTape() as tape:
+            tape.watch(dl)
+            r = masked(x_c - image(dl, s_l, zd, m), m)
+            u = 0.5 * tf.reduce_sum(ge * tf.square(r))
+            if with_prior:
+                u += 0.5 * prior * tf.reduce_sum(tf.square(dl))
+        return u, tape.gradient(u, dl)
+
+    def fit_hess_vec(v, x_c, ge, s_l, zd, m):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v, s_l, zd, m)))
+        return tape.gradient(quad, v)
+
+    if images.chunk is None:  # every image in one call (the draws of the sampler before chunks)
+        all_images = images.unpack(images.per_image)
+
+        def potential_and_grad(dl):
+            return fit_and_grad(dl, *all_images, with_prior=True)
+
+        def data_hess_vec(v):
+            return fit_hess_vec(v, *all_images)
+    else:
+        def potential_and_grad(dl):
+            u, g = images.total(fit_and_grad, dl)
+            return u + 0.5 * prior * tf.reduce_sum(tf.square(dl)), g + prior * dl
+
+        def data_hess_vec(v):
+            return images.total(fit_hess_vec, v)
+    return potential_and_grad, data_hess_vec
+
+
+def hmc_tuning(hess_vec, q0, prior: float, seed, power_iterations: int):
+    """The HMC's diagonal mass and lambda_max of M^-1/2 H M^-1/2, from products with the
+    conditional's precision H (``hess_vec``): the mass is the per-map mean of diag(H) from
+    one Rademacher probe (Hutchinson), floored at the prior's precision; lambda_max is
+    estimated by ``power_iterations`` power iterations (from below). The leapfrog is
+    stable for eps < 2 / sqrt(lambda_max)."""
+    probe = tf.sign(tf.random.stateless_uniform(tf.shape(q0), seed, -1.0, 1.0))
+    mass = tf.maximum(tf.reduce_mean(probe * hess_vec(probe), axis=[0, 1, 2], keepdims=True), prior)
+    mass = tf.broadcast_to(mass, tf.shape(q0))
+    # tf.while_loop, not a Python loop: one traced copy of the operator and its gradient
+    # instead of one per iteration (tracing a sweep, not running it, is what small runs spend)
+    sqrt_mass = tf.sqrt(mass)  # outside the loop body: computed once, not per iteration
+
+    def power_step(i, v, lam):
+        w = hess_vec(v / sqrt_mass) / sqrt_mass
+        lam = tf.norm(w)
+        return i + 1, w / lam, lam
+
+    _, _, lam = tf.while_loop(lambda i, *_: i < power_iterations, power_step,
+                              (tf.constant(0), probe / tf.norm(probe), tf.constant(1.0)))
+    return mass, lam
+
+
 def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
                n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
                power_iterations: int = 6, chunk: int | None = None):
@@ -120,69 +185,24 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
         d[0] = ps.d
         return state._replace(d=tuple(d), resid=ps.resid[:, : g.hx, : g.wx, :]), tf.constant(1.0)
 
-    prior = model.hyper.dict_prior_precision
     images = _Images(state, x, model, l, mask, chunk)
+    potential_and_grad, data_hess_vec = _d_conditional(images, model, l, state.d)
+    prior = model.hyper.dict_prior_precision
 
-    def image(dl, s_l, zd, m):
-        return masked(down_from(full_conv(s_l, dl), l, model, state.d, zd), m)
-
-    def fit_and_grad(dl, x_c, ge, s_l, zd, m, with_prior=False):
-        with tf.GradientTape() as tape:
-            tape.watch(dl)
-            r = masked(x_c - image(dl, s_l, zd, m), m)
-            u = 0.5 * tf.reduce_sum(ge * tf.square(r))
-            if with_prior:
-                u += 0.5 * prior * tf.reduce_sum(tf.square(dl))
-        return u, tape.gradient(u, dl)
-
-    def fit_hess_vec(v, x_c, ge, s_l, zd, m):
-        with tf.GradientTape() as tape:
-            tape.watch(v)
-            quad = 0.5 * tf.reduce_sum(ge * tf.square(image(v, s_l, zd, m)))
-        return tape.gradient(quad, v)
-
-    if chunk is None:  # every image in one call (the draws of the sampler before chunks)
-        all_images = images.unpack(images.per_image)
-
-        def potential_and_grad(dl):
-            return fit_and_grad(dl, *all_images, with_prior=True)
-
-        def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
-            return fit_hess_vec(v, *all_images) + prior * v
-    else:
-        def potential_and_grad(dl):
-            u, g = images.total(fit_and_grad, dl)
-            return u + 0.5 * prior * tf.reduce_sum(tf.square(dl)), g + prior * dl
-
-        def hess_vec(v):
-            return images.total(fit_hess_vec, v) + prior * v
+    def hess_vec(v):  # the conditional's precision times v (it does not depend on D[l])
+        return data_hess_vec(v) + prior * v
 
     s_probe, s_mom, s_acc = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
     q0 = state.d[l]
-
-    # diagonal mass: per-map mean of diag(Hessian) from one Rademacher probe
-    probe = tf.sign(tf.random.stateless_uniform(tf.shape(q0), s_probe, -1.0, 1.0))
-    mass = tf.maximum(tf.reduce_mean(probe * hess_vec(probe), axis=[0, 1, 2], keepdims=True), prior)
-    mass = tf.broadcast_to(mass, tf.shape(q0))
-    # step: the leapfrog is stable for eps < 2 / sqrt(lambda_max(M^-1/2 H M^-1/2)); a few
-    # power iterations estimate lambda_max, exp(hmc_log_step) scales it (adapted in burn-in)
-    # tf.while_loop, not Python loops, for the power iterations and the leapfrog: one
-    # traced copy of the operator and its gradient instead of one per step (tracing a
-    # sweep, not running it, is what small runs spend)
-    sqrt_mass = tf.sqrt(mass)  # outside the loop body: computed once, not per iteration
-
-    def power_step(i, v, lam):
-        w = hess_vec(v / sqrt_mass) / sqrt_mass
-        lam = tf.norm(w)
-        return i + 1, w / lam, lam
-
-    _, _, lam = tf.while_loop(lambda i, *_: i < power_iterations, power_step,
-                              (tf.constant(0), probe / tf.norm(probe), tf.constant(1.0)))
-    eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)
+    mass, lam = hmc_tuning(hess_vec, q0, prior, s_probe, power_iterations)
+    sqrt_mass = tf.sqrt(mass)
+    eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)  # exp(log step) adapts in burn-in
     p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * sqrt_mass
     u0, g0 = potential_and_grad(q0)
 
-    def leapfrog(i, q, p, u, grad):  # full momentum steps, the last one a half step
+    # full momentum steps, the last one a half step; a tf.while_loop as for the power
+    # iterations (one traced copy of the potential's gradient)
+    def leapfrog(i, q, p, u, grad):
         q = q + eps * p / mass
         u, grad = potential_and_grad(q)
         p = p - tf.where(i < n_leapfrog - 1, eps, 0.5 * eps) * grad
