@@ -23,14 +23,14 @@ if len(sys.argv) > 5 and sys.argv[5] == "--one":
     import numpy as np
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "mixing"))
-    from _subsets import topdown_start
+    from _subsets import pretrained_row
     from dgdm_tf.topdown import dictionaries, sweep
     from dgdm_tf.topdown.refine import run_refine
 
     its = int(sys.argv[6])
     # the sweep calls resample_d by this name: the count reaches every D step's HMC
     sweep.resample_d = functools.partial(dictionaries.resample_d, power_iterations=its)
-    resolved, z, ds, x, y, model, xt, st = topdown_start(root, n)
+    resolved, z, ds, _, x, _ = pretrained_row(root, n, 1)  # run_refine builds its own start
     out = run_refine(x["train"], ds, resolved["block"]["model"]["layers"], seed=0,
                      burn_in=burn_in, collect=collect, chunk=250,
                      gamma_e_init=float(np.mean(z[0]["gamma_e"])),

@@ -84,6 +84,9 @@ def precision(m):
 
 
 def power(hv, mass, its, v):
+    """lambda_max of M^-1/2 H M^-1/2 by ``its`` power iterations from ``v``: the loop of
+    ``dd.hmc_tuning``, which takes its lambda from the same products as its mass; here
+    the products may come from a share of the images while the mass reads them all."""
     sqrt_mass = tf.sqrt(mass)
 
     def body(i, v, lam):
