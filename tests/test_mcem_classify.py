@@ -35,18 +35,22 @@ def _models_and_images(n=4, n_models=2, n_classes=3):
     return models, x, rng.normal(size=f), 1.0 + rng.random(f)
 
 
-@pytest.mark.parametrize("route", ["mcem", "gibbs"])
-def test_scores_average_each_models_own_decision_values(route):
+@pytest.mark.parametrize("route, chains", [("mcem", 1), ("gibbs", 1), ("gibbs", 2)])
+def test_scores_average_each_models_own_decision_values(route, chains):
     models, x, mean, std = _models_and_images()
     kw = dict(burn_in=2, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER,
               scan="fixed", progress=None)
     out = classify(x, models, mean, std, LAYERS, route=route, seeds=[7, 8], collect=2,
-                   iterations=2, rmsprop={"lr": 1e-3, "decay": 0.95, "steps": 1}, **kw)
+                   chains=chains, iterations=2, rmsprop={"lr": 1e-3, "decay": 0.95, "steps": 1},
+                   **kw)
     for j, (d, beta) in enumerate(models):
         if route == "mcem":
             f = infer_map(x, d, LAYERS, seed=7 + j, iterations=2, **kw)["features"]
         else:
-            f = infer_topdown(x, d, LAYERS, seed=7 + j, collect=2, **kw)["features"]
+            f = infer_topdown(x, d, LAYERS, seed=7 + j, collect=2, chains=chains, **kw)["features"]
+            if chains > 1:  # the chains reached infer_topdown: one chain alone differs
+                one = infer_topdown(x, d, LAYERS, seed=7 + j, collect=2, **kw)["features"]
+                assert not np.array_equal(f, one)
         np.testing.assert_array_equal(out.per_model[j], decision_values([beta], mean, std, f))
     assert not np.array_equal(out.per_model[0], out.per_model[1])
     np.testing.assert_allclose(out.scores, (out.per_model[0] + out.per_model[1]) / 2, rtol=1e-12)

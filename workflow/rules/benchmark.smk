@@ -85,6 +85,7 @@ rule benchmark_refine:
         dataset=benchmark_dataset(),
         layers=lambda wc: benchmark_params(wc)["layers"],
         n_leapfrog=lambda wc: ds_cfg(benchmark_dataset())["refine"]["n_leapfrog"],
+        power_iterations=lambda wc: ds_cfg(benchmark_dataset())["refine"]["power_iterations"],
         benchmark=config["benchmark"],
         hyper=config["hyper"],
         seed=config["seed"],

@@ -22,7 +22,8 @@ for b in bcfg["refine_batch_sizes"]:
     res = benchmark_refine(shape, plain(snakemake.params.layers), batch_size=int(b),
                            sweeps=int(bcfg["sweeps"]), seed=int(snakemake.params.seed),
                            hyper=plain(snakemake.params.hyper),
-                           n_leapfrog=int(snakemake.params.n_leapfrog))
+                           n_leapfrog=int(snakemake.params.n_leapfrog),
+                           power_iterations=int(snakemake.params.power_iterations))
     for r in res:
         progress(f"  {r}")
         rows.append(dict(r, dataset=snakemake.params.dataset))

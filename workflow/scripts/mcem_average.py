@@ -39,7 +39,8 @@ res = model_averaging.run_averaging(
     data.batches, data.image_shape, layers, mcem=mcem, n_total=data.n_total,
     n_classes=data.n_classes, seed=seed_for(seed, ds, "averaging"), keep=int(cfg["keep"]),
     thin=int(cfg["thin"]), sweeps=int(cfg["sweeps"]), gamma_s=float(mcfg["gamma_s"]),
-    svm_hyper=svm_hyper, n_leapfrog=int(cfg["n_leapfrog"]), hyper=plain(snakemake.params.hyper),
+    svm_hyper=svm_hyper, n_leapfrog=int(cfg["n_leapfrog"]),
+    power_iterations=int(cfg["power_iterations"]), hyper=plain(snakemake.params.hyper),
     checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), scan=mcfg["scan"],
     progress=progress)
 acc = np.asarray(res["accept"])

@@ -48,7 +48,8 @@ progress(f"{ds}: refining {[d.shape for d in dictionaries]} on {x.shape}, {cfg};
 out = refine.run_refine(
     x, dictionaries, layers, seed=seed_for(seed, ds, "refine"), burn_in=int(cfg["burn_in"]),
     collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
-    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
+    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
+    power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
     progress=progress, chunk=cfg["chunk"], scan=cfg["scan"])
 

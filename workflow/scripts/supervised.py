@@ -60,7 +60,8 @@ progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {c
 out = refine.run_refine(
     x, dictionaries, layers, seed=seed_for(seed, ds, "supervised"), burn_in=int(cfg["burn_in"]),
     collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
-    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]), checkpoint_dir=str(ckpt),
+    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
+    power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
     progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
     keep_models=int(cfg["predict"]["models"]), svm_warmup=int(cfg["svm_warmup"]),

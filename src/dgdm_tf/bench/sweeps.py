@@ -71,7 +71,7 @@ REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "imag
 
 def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                      sweeps: int, seed: int, hyper: dict | None = None,
-                     n_leapfrog: int = 10) -> list[dict]:
+                     n_leapfrog: int = 10, power_iterations: int = 3) -> list[dict]:
     """Top-down sampler (dgdm_tf.topdown) at ``batch_size``: a refinement sweep (every
     conditional), a test-time sweep (dictionaries fixed) and each of its steps, against
     the floor: one generative pass of the whole model from the top layer to the image
@@ -103,7 +103,8 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     floor_fn(s)
     floor_s = median_seconds(lambda: floor_fn(s), max(sweeps, 3))
     steps = {
-        "refinement sweep": deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog),
+        "refinement sweep": deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog,
+                                                     power_iterations=power_iterations),
         "test-time sweep (D fixed)": deep_sweep.make_sweep_fn(model, update_globals=False),
         "top units": compiled(lambda st, x: top_units.resample_top(st, x, model, st.seed)),
     }
@@ -118,7 +119,8 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     svm = deep_svm.init_svm(n_classes, mean, std, batch_size, deep_svm.SvmHyper())._replace(
         beta=tf.constant(rng.normal(size=(n_classes, mean.size + 1)) * 0.1))
     y = deep_svm.targets(rng.integers(0, n_classes, batch_size), n_classes)
-    sup_fn = deep_sweep.make_sweep_fn(sup_model, n_leapfrog=n_leapfrog, svm_hyper=deep_svm.SvmHyper())
+    sup_fn = deep_sweep.make_sweep_fn(sup_model, n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                                      svm_hyper=deep_svm.SvmHyper())
     steps["supervised sweep (with the SVM)"] = lambda st, x: sup_fn(st, svm, x, y)
     mcem_fn = deep_mcem.make_iteration_fn(model, lr=1e-3, decay=0.95, steps=1)
     steps["test-time MCEM iteration (supervised)"] = (
@@ -131,7 +133,8 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     for l in range(1, model.n_layers):
         steps[f"D[{l + 1}] (HMC, {n_leapfrog} leapfrog)"] = compiled(
             lambda st, x, l=l: dictionaries.resample_d(st, x, model, l, st.seed,
-                                                       n_leapfrog=n_leapfrog)[0])
+                                                       n_leapfrog=n_leapfrog,
+                                                       power_iterations=power_iterations)[0])
     rows = []
     dicts = ", ".join(f"{g.dh}x{g.dw}x{g.k}/p{g.p}" for g in model.geoms)
     for name, fn in steps.items():

@@ -38,7 +38,7 @@ from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 
 def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,
                      svm_hyper: deep_svm.SvmHyper, r: float, seed, *, n_leapfrog: int,
-                     adapt: bool):
+                     power_iterations: int, adapt: bool):
     """Steps 2 and 3 above. Returns (state with the new D, new SvmGlobals, HMC acceptance)."""
     seeds = random.split(tf.cast(seed, tf.int64), ("d", "omega", "beta", "unused"))
     ge = st.gamma_e
@@ -46,7 +46,8 @@ def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: D
     acc = []
     for l in range(model.n_layers):
         scaled, a = resample_d(scaled, x, model, l, tf.cast(fold_seed(seeds.d, l), tf.int32),
-                               n_leapfrog=n_leapfrog, adapt=adapt)
+                               n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                               adapt=adapt)
         acc.append(float(a))
     st = scaled._replace(gamma_e=ge)
     f = int(g.beta.shape[1]) - 1
@@ -62,7 +63,7 @@ def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: D
 def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mcem: dict,
                   n_total: int, n_classes: int, seed: int, keep: int, thin: int, sweeps: int,
                   gamma_s: float, svm_hyper: dict | None, n_leapfrog: int = 10,
-                  hyper: dict | None = None, checkpoint_dir=None, checkpoint_every: int = 50,
+                  power_iterations: int = 3, hyper: dict | None = None, checkpoint_dir=None, checkpoint_every: int = 50,
                   stop_after: int | None = None, scan: str = "random",
                   progress: Callable[[str], None] | None = print) -> dict | None:
     """``keep`` posterior samples of (D, beta), one every ``thin`` iterations, starting
@@ -70,7 +71,8 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
     model). ``batches(start)`` as there. Checkpointed and resumable like training
     (:func:`dgdm_tf.mcmc.driver.run_chain` runs :class:`AveragingKernel`; the checkpoint's
     trace holds each iteration's HMC acceptance). ``scan``: the E-step sweeps' visiting
-    order (:class:`DeepModel`), in the fingerprint.
+    order (:class:`DeepModel`), in the fingerprint. ``n_leapfrog``, ``power_iterations``:
+    the HMC kernel of D[l >= 1] (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
 
     Returns {'D': [keep x per-layer arrays], 'beta': (keep, C, F+1), 'mean', 'std',
     'accept': per-iteration HMC acceptance, 'seconds'}; None when stopped early."""
@@ -82,13 +84,15 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
     fp = json.dumps({"keep": keep, "thin": thin, "sweeps": sweeps, "seed": seed, "n": n_total,
                      "start": float(sum(np.sum(np.abs(v)) for v in mcem["D"])) +
                      float(np.sum(np.abs(mcem["beta"]))), "svm": svm_hyper, "L": n_leapfrog,
+                     "power_iterations": power_iterations,
                      # absent for the old sampler's order: its checkpoints still resume
                      **({"scan": scan} if scan != "fixed" else {})},
                     sort_keys=True, default=str)
     kernel = AveragingKernel(batches, model, mcem=mcem, n_total=n_total, n_classes=n_classes,
                              seed=seed, thin=thin, sweeps=sweeps, gamma_s=gamma_s,
                              svm_hyper=deep_svm.SvmHyper.from_dict(svm_hyper),
-                             n_leapfrog=n_leapfrog, total=total, say=say)
+                             n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                             total=total, say=say)
     ck = Checkpoint(Path(checkpoint_dir) / "averaging_checkpoint.npz" if checkpoint_dir else None,
                     fp, every=checkpoint_every, step_key="step",
                     resumed="resuming model averaging at iteration {done}/{total} ({path})")
@@ -109,13 +113,15 @@ class AveragingKernel(Kernel):
 
     def __init__(self, batches: Callable, model: DeepModel, *, mcem: dict, n_total: int,
                  n_classes: int, seed: int, thin: int, sweeps: int, gamma_s: float,
-                 svm_hyper: deep_svm.SvmHyper, n_leapfrog: int, total: int, say):
+                 svm_hyper: deep_svm.SvmHyper, n_leapfrog: int, power_iterations: int,
+                 total: int, say):
         self.batches, self.model, self.mcem_d = batches, model, mcem["D"]
         self.g0 = smcem_svm.SvmGlobals(beta=tf.constant(mcem["beta"]), mean=tf.constant(mcem["mean"]),
                                        std=tf.constant(mcem["std"]), updates=0)
         self.n_total, self.n_classes, self.seed, self.thin = n_total, n_classes, seed, thin
         self.sweeps, self.gamma_s, self.svm_hyper = sweeps, gamma_s, svm_hyper
         self.n_leapfrog, self.total, self.say = n_leapfrog, total, say
+        self.power_iterations = power_iterations
 
     def start(self):
         d = tuple(tf.constant(np.asarray(v, np.float32)) for v in self.mcem_d)
@@ -158,7 +164,7 @@ class AveragingKernel(Kernel):
         st = states[-1]._replace(hmc_log_step=log_step)
         st, g, acc = resample_globals(st, lams[-1], g, tf.constant(xb), yt, model, hyper_s,
                                       self.n_total / len(xb), s2, n_leapfrog=self.n_leapfrog,
-                                      adapt=t < self.thin)
+                                      power_iterations=self.power_iterations, adapt=t < self.thin)
         d, log_step = st.d, st.hmc_log_step
         for l, dl in enumerate(d):
             if not np.all(np.isfinite(dl.numpy())):

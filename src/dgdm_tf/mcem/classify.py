@@ -39,7 +39,7 @@ class Classified:
 
 def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence[dict], *,
              route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
-             collect: int | None = None, iterations: int | None = None,
+             collect: int | None = None, chains: int = 1, iterations: int | None = None,
              rmsprop: dict | None = None, gamma_e_init: float | None = None,
              hyper: dict | None = None, scan: str, fn_cache: dict | None = None,
              progress: Callable[[str], None] | None = None) -> Classified:
@@ -47,7 +47,8 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
     pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
     features drawn from ``seeds[j]``. ``route`` ``mcem`` runs ``burn_in`` sweeps and
     ``iterations`` MCEM iterations with ``rmsprop`` (lr, decay, steps); ``gibbs``
-    ``burn_in`` + ``collect`` sweeps."""
+    ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
+    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged."""
     if route not in ("mcem", "gibbs"):
         raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
     if route == "mcem" and (iterations is None or rmsprop is None):
@@ -66,7 +67,7 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
             s_top = res["features"]
         else:
             res = infer_topdown(x, dictionaries, layers, seed=seeds[j], collect=int(collect),
-                                **common)
+                                chains=int(chains), **common)
             if j == 0:
                 layer1 = res["layer1_pooled"]
             s_top = res["features"]
@@ -81,7 +82,7 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
                         progress: Callable[[str], None] | None = None) -> Classified:
     """:func:`classify` with the kept models of a supervised model ``sup``
     (:class:`dgdm_tf.io.artifacts.SupervisedModel`) and the settings of a
-    ``supervised.predict`` config block (features, burn_in, collect, iterations,
+    ``supervised.predict`` config block (features, burn_in, collect, chains, iterations,
     batch_size, rmsprop_lr / _decay / _steps); ``seeds[j]`` seeds kept model j."""
     betas = np.asarray(sup.samples_beta)
     models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
@@ -90,6 +91,7 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
     return classify(x, models, np.asarray(sup.svm_mean), np.asarray(sup.svm_std), layers,
                     route=predict["features"], seeds=list(seeds),
                     burn_in=int(predict["burn_in"]), collect=int(predict["collect"]),
+                    chains=int(predict["chains"]),
                     iterations=int(predict["iterations"]), batch_size=int(predict["batch_size"]),
                     rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
                     gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,

@@ -28,7 +28,9 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
             f"from the {sup.get('start_from')} dictionaries, {sup.get('burn_in')} burn-in + "
             f"{sup.get('collect')} x {sup.get('thin')} collection sweeps; test: "
             + (f"posterior mean of the top layer ({pr.get('burn_in')} burn-in + "
-               f"{pr.get('collect')} Gibbs sweeps)" if pr.get("features") == "gibbs" else
+               f"{pr.get('collect')} Gibbs sweeps"
+               + (f" per chain, {pr['chains']} chains averaged" if int(pr.get("chains") or 1) > 1 else "")
+               + ")" if pr.get("features") == "gibbs" else
                f"MCEM MAP of the top layer ({pr.get('burn_in')} Gibbs sweeps, then "
                f"{pr.get('iterations')} MCEM iterations)")
             + f", decision values averaged over {m.get('n_models_averaged')} models")

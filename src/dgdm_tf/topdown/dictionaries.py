@@ -159,11 +159,14 @@ def hmc_tuning(hess_vec, q0, prior: float, seed, power_iterations: int):
 
 def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
                n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
-               power_iterations: int = 6, chunk: int | None = None):
+               power_iterations: int = 3, chunk: int | None = None):
     """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
 
     ``chunk``: read the images that many at a time (memory; the sums over images are the
     same up to round-off, and D[0] takes the sums-over-images route of its draw).
+    ``n_leapfrog``: the HMC's leapfrog steps; ``power_iterations``: the power iterations
+    that estimate lambda_max for its step (:func:`hmc_tuning`; any count keeps the kernel
+    exact, fewer give a less accurate, bolder step; docs/scaling.md).
     Returns (state, acceptance probability) -- 1.0 for the exact draw.
     """
     if chunk is not None and int(chunk) >= int(x.shape[0]):

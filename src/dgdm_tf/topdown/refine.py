@@ -125,11 +125,12 @@ class _RefineKernel(Kernel):
     None, the kept models). With labels (``y``) the SVM starts after the first sweep."""
 
     def __init__(self, x, dictionaries, model, *, seed, burn_in, thin, gamma_e_init,
-                 gamma_s_init, n_leapfrog, chunk, y, n_classes, shyper, svm_warmup,
-                 svm_average, keep, say, trace_path):
+                 gamma_s_init, n_leapfrog, power_iterations, chunk, y, n_classes, shyper,
+                 svm_warmup, svm_average, keep, say, trace_path):
         self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.dictionaries, self.model, self.seed = dictionaries, model, seed
         self.burn_in, self.thin, self.n_leapfrog, self.chunk = burn_in, thin, n_leapfrog, chunk
+        self.power_iterations = power_iterations
         self.gamma_e_init, self.gamma_s_init = gamma_e_init, gamma_s_init
         self.y, self.n_classes, self.shyper = y, n_classes, shyper
         self.supervised = y is not None
@@ -160,12 +161,12 @@ class _RefineKernel(Kernel):
 
     def begin(self, chain_state, done):
         # one compiled sweep for burn-in and collection (the adaptation flag is an argument)
-        self.sweep_fn = make_sweep_fn(self.model, adapt="argument", n_leapfrog=self.n_leapfrog,
-                                      chunk=self.chunk)
+        hmc = dict(n_leapfrog=self.n_leapfrog, power_iterations=self.power_iterations)
+        self.sweep_fn = make_sweep_fn(self.model, adapt="argument", chunk=self.chunk, **hmc)
         if self.supervised:
             shyper = self.shyper
-            self.sup_fn = make_sweep_fn(self.model, adapt="argument", n_leapfrog=self.n_leapfrog,
-                                        svm_hyper=shyper, chunk=self.chunk)
+            self.sup_fn = make_sweep_fn(self.model, adapt="argument", svm_hyper=shyper,
+                                        chunk=self.chunk, **hmc)
             self.svm_scan = compiled(lambda sv, s_top, yy, sd: deep_svm.resample_svm(
                 sv, s_top, yy, shyper, sd, steps=1))
 
@@ -222,7 +223,8 @@ class _RefineKernel(Kernel):
 def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
                gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
-               n_leapfrog: int = 10, checkpoint_dir=None, checkpoint_every: int = 10,
+               n_leapfrog: int = 10, power_iterations: int = 3, checkpoint_dir=None,
+               checkpoint_every: int = 10,
                trace_path=None, progress: Callable[[str], None] | None = print,
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
@@ -234,7 +236,9 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     units' data-plane images are units x images x footprint); None, or at least N, draws
     all at once. ``scan``: the sweeps' visiting order (:class:`DeepModel`; "fixed" repeats
     the draws of the sampler before the random scan); part of the checkpoint's
-    fingerprint, so a chain never resumes from one of the other scan.
+    fingerprint, so a chain never resumes from one of the other scan. ``n_leapfrog``,
+    ``power_iterations``: the HMC kernel of D[l >= 1]
+    (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
 
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
     'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
@@ -284,10 +288,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
                       gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
-                      **extra)
+                      power_iterations=power_iterations, **extra)
     kernel = _RefineKernel(x, dictionaries, model, seed=seed, burn_in=burn_in, thin=thin,
                            gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
-                           n_leapfrog=n_leapfrog, chunk=chunk, y=y if supervised else None,
+                           n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                           chunk=chunk, y=y if supervised else None,
                            n_classes=n_classes, shyper=shyper if supervised else None,
                            svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
                            say=say, trace_path=trace_path)

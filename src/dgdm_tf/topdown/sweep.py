@@ -72,16 +72,18 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
 
 def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
                  update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10,
-                 chunk: int | None = None):
+                 power_iterations: int = 3, chunk: int | None = None):
     """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
     and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`; ``chunk``: the D steps read
-    the images that many at a time (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
+    the images that many at a time; ``n_leapfrog``, ``power_iterations``: the HMC kernel of
+    D[l >= 1] (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
     Returns (state, HMC acceptance per layer)."""
     accept = [tf.constant(1.0)] * model.n_layers
     if update_globals:
         for l in range(model.n_layers):
             state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds.d, l), mask=mask,
-                                          n_leapfrog=n_leapfrog, adapt=adapt, chunk=chunk)
+                                          n_leapfrog=n_leapfrog, adapt=adapt, chunk=chunk,
+                                          power_iterations=power_iterations)
         state = resample_gamma_s(state, x, model, seeds.gamma_s)
     state = resample_theta(state, x, model, seeds.theta)
     state = resample_pi(state, x, model, seeds.pi)
@@ -90,8 +92,8 @@ def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
 
 
 def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
-          adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
-          svm=None, y=None, svm_hyper=None):
+          adapt: bool = False, n_leapfrog: int = 10, power_iterations: int = 3,
+          fast_bottom: bool = True, svm=None, y=None, svm_hyper=None):
     """One sweep: top units, then the blocks of layers L-2 .. 0 (:func:`local_steps`),
     then (with ``update_globals``) every D and gamma_s, then theta, pi and gamma_e
     (:func:`global_steps`); with ``svm`` (supervised model: a
@@ -112,7 +114,8 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     state, expected = local_steps(state, x, model, seeds.top, seeds.blocks, mask=mask,
                                   fast_bottom=fast_bottom, svm_terms=terms)
     state, accept = global_steps(state, x, model, seeds, mask=mask, update_globals=update_globals,
-                                 adapt=adapt, n_leapfrog=n_leapfrog)
+                                 adapt=adapt, n_leapfrog=n_leapfrog,
+                                 power_iterations=power_iterations)
     stats = {"expected_top": expected, "accept": accept}
     if svm is not None:
         # its own stream, folded from gamma_s's: no name is added to the split, so
@@ -123,7 +126,8 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
 
 
 def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt,
-                      n_leapfrog: int, fast_bottom: bool, svm_hyper=None):
+                      n_leapfrog: int, power_iterations: int, fast_bottom: bool,
+                      svm_hyper=None):
     """:func:`sweep` with the per-image steps run ``chunk`` images at a time, one compiled
     call per chunk, so the top units' data-plane images (units x images x footprint, 120 GB
     for all 60000 MNIST images) are held for one chunk only. Chunk c > 0 is seeded by
@@ -137,7 +141,7 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
     glob = compiled(lambda st, x, seeds, ad: global_steps(
         st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog,
-        chunk=chunk), reduce_retracing=True)
+        power_iterations=power_iterations, chunk=chunk), reduce_retracing=True)
     svm_fn = None
     if svm_hyper is not None:
         svm_fn = compiled(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
@@ -212,8 +216,8 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None
 
 @cached_builder()
 def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
-                  adapt: bool = False, n_leapfrog: int = 10, fast_bottom: bool = True,
-                  svm_hyper=None, chunk: int | None = None):
+                  adapt: bool = False, n_leapfrog: int = 10, power_iterations: int = 3,
+                  fast_bottom: bool = True, svm_hyper=None, chunk: int | None = None):
     """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
     supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``. With ``chunk`` the
     per-image steps run that many images at a time (memory; no mask): the same
@@ -230,7 +234,8 @@ def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals:
             return lambda *args: fn(*args, adapt=adapt)
     else:
         raise ValueError(f"adapt must be True, False or 'argument', not {adapt!r}")
-    kw = dict(update_globals=update_globals, n_leapfrog=n_leapfrog, fast_bottom=fast_bottom)
+    kw = dict(update_globals=update_globals, n_leapfrog=n_leapfrog,
+              power_iterations=power_iterations, fast_bottom=fast_bottom)
     if chunk is not None:
         if mask_given:
             raise ValueError("chunked sweeps take no mask (refinement and training have none)")
