@@ -9,6 +9,9 @@ settings); each setting in its own process, which prints its peak RSS:
     python experiments/scaling/chain_memory.py results/mnist 500 1500
     python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings d0 d1
     python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings refine supervised
+    python experiments/scaling/chain_memory.py results/mnist 1000 3000 --settings supervised-full
+
+(`-full`: the rule's burn-in, collection and checkpoints instead of 1 + 2 sweeps.)
 
 If the peak grows with N only when the globals are on, the memory is in the D steps,
 which see every image in one compiled call; the per-image state is small.
@@ -33,12 +36,21 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
 
     resolved, z, ds, x, y, model, xt, st = topdown_start(root, n)
     layers = resolved["block"]["model"]["layers"]
+    full = setting.endswith("-full")  # the rule's sweeps and checkpoints, not 1 + 2 sweeps
+    setting = setting.removesuffix("-full")
     if setting in ("refine", "supervised"):
+        import tempfile
+
         from dgdm_tf.topdown.refine import run_refine
 
         import yaml
 
         cfg = yaml.safe_load(open(f"{root}/supervised/config.yaml"))["block"][setting]
+        sweeps = dict(burn_in=1, collect=2)
+        if full:
+            sweeps = dict(burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
+                          thin=int(cfg["thin"]), checkpoint_dir=tempfile.mkdtemp(),
+                          checkpoint_every=int(cfg["checkpoint_every"]))
         kw = {}
         if setting == "supervised":
             kw = dict(labels=y["train"], n_classes=10, keep_models=2,
@@ -47,13 +59,14 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
                                  "steps": int(cfg["svm_steps"])},
                       svm_warmup=int(cfg["svm_warmup"]), svm_average=int(cfg["svm_average"]))
         t = time.perf_counter()
-        out = run_refine(x["train"], ds, layers, seed=0, burn_in=1, collect=2, chunk=int(cfg["chunk"]),
+        out = run_refine(x["train"], ds, layers, seed=0, chunk=int(cfg["chunk"]), **sweeps,
                    gamma_e_init=float(np.mean(z[0]["gamma_e"])), gamma_s_init=float(z[-1]["gamma_w"]),
                    scan=cfg["scan"], progress=None, **kw)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        sweeps = " / ".join(f"{r['seconds']:.1f}" for r in out["trace"])
-        print(f"{n} images, {setting}: peak RSS {rss:.0f} MB "
-              f"({time.perf_counter() - t:.0f} s for 3 sweeps, each {sweeps} s)", flush=True)
+        times = " / ".join(f"{r['seconds']:.1f}" for r in out["trace"])
+        print(f"{n} images, {setting}{' (the rule: ' + str(sweeps) + ')' if full else ''}: "
+              f"peak RSS {rss:.0f} MB ({time.perf_counter() - t:.0f} s, sweeps of {times} s)",
+              flush=True)
         sys.exit(0)
     if setting in ("on", "off"):
         sweep_fn = make_sweep_fn(model, chunk=250, update_globals=setting == "on", adapt=False)
