@@ -102,7 +102,25 @@ def explain_validation_error(err, configfiles: Iterable) -> str:
     if ve.validator == "required":
         return f"Invalid config ({files}): `{key}`: {ve.message}."
     return (f"Invalid config ({files}): `{key}` = {ve.instance!r} is not allowed: "
-            f"{ve.message}. Allowed: {_allowed(ve.schema)}.")
+            f"{ve.message}. Allowed: {_allowed(ve.schema)}.{_string_hint(ve)}")
+
+
+def _string_hint(ve) -> str:
+    """Why a number (or true / null) may arrive as text: Snakemake's ``--config`` parses
+    a top-level value, but the values nested in a mapping given there stay strings."""
+    import yaml
+
+    if ve.validator != "type" or not isinstance(ve.instance, str):
+        return ""
+    try:
+        parsed = yaml.safe_load(ve.instance)
+    except yaml.YAMLError:
+        return ""
+    if isinstance(parsed, str):
+        return ""
+    return (f" The value is the text {ve.instance!r}: a value nested in a mapping given to "
+            "--config reaches the config as a string. Write the override into a YAML file "
+            "and pass it after the default config: --configfile config/config.yaml FILE.")
 
 
 def config_error(configfiles: Iterable, key: str, msg: str):
