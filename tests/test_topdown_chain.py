@@ -171,6 +171,14 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
         assert np.corrcoef(second.ravel(), one[key].ravel())[0, 1] > 0.6, key
     with pytest.raises(ValueError, match="chains"):
         deep_chain.infer_topdown(x, d, LAYERS, chains=0, **kw)
+    # chain_orders "same": chain 1 keeps chain 0's map order and differs by its seed, so
+    # it repeats neither chain 0 nor the permuted chain 1
+    same = deep_chain.infer_topdown(x, d, LAYERS, chains=2, keep_chains=True, chain_orders="same", **kw)
+    np.testing.assert_array_equal(same["chain_features"][0], one["features"])
+    assert not np.allclose(same["chain_features"][1], one["features"], atol=1e-3)
+    assert not np.allclose(same["chain_features"][1], two["chain_features"][1], atol=1e-3)
+    with pytest.raises(ValueError, match="chain_orders"):
+        deep_chain.infer_topdown(x, d, LAYERS, chains=2, chain_orders="reversed", **kw)
 
 
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):

@@ -67,3 +67,21 @@ def test_missing_pixels_do_not_enter_the_start():
     b = init_state(other, model, d, [1, 2], mask=mask, start=start)
     np.testing.assert_allclose(np.asarray(a.s_top), np.asarray(b.s_top), rtol=0, atol=1e-6)
     np.testing.assert_allclose(np.asarray(a.gamma_e), np.asarray(b.gamma_e), rtol=1e-6)
+
+
+def test_the_start_in_chunks_is_the_same_state():
+    """init_state(chunk=c): each image's start depends on that image alone, so chunks of
+    3 of 8 images (a short last chunk) give the state of all at once, with the ridge
+    start and a mask as without them."""
+    model, d, _, _, x = _draws(noise=0.05)
+    mask = np.ones_like(x)
+    mask[:, 6:] = 0.0
+    for kw in ({}, {"start": RidgeStart(threshold=0.5, ridge=0.01, iterations=20), "mask": mask}):
+        whole = init_state(x, model, d, [1, 2], gamma_e_init=None, **kw)
+        parts = init_state(x, model, d, [1, 2], gamma_e_init=None, chunk=3, **kw)
+        assert type(parts) is type(whole)
+        for name, a, b in zip(whole._fields, whole, parts):
+            for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+                assert u.shape == v.shape, name
+                np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-5, atol=1e-6,
+                                           err_msg=name)

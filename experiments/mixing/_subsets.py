@@ -65,6 +65,20 @@ def pretrained_row(root: str, n_train: int, n_test: int):
     return resolved, layers, [a["D"].astype(np.float32) for a in layers], feats, x, y
 
 
+def row_chain_features(x, z, ds, run: dict, seed: int, chains: int, **kw):
+    """Each of ``chains`` top-down chains' own features of images ``x`` (chains, N, F),
+    under a :func:`pretrained_row`'s layers ``z`` / dictionaries ``ds`` and its resolved
+    config block ``run`` (the `topdown_features` sweeps); ``kw`` to ``infer_topdown``."""
+    from dgdm_tf.topdown import chain as deep_chain
+
+    cfg = run["topdown_features"]
+    return deep_chain.infer_topdown(
+        x, ds, run["model"]["layers"], seed=seed, burn_in=int(cfg["burn_in"]),
+        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]),
+        gamma_s=float(z[-1]["gamma_w"]), gamma_e_init=float(np.mean(z[0]["gamma_e"])),
+        scan=cfg["scan"], chains=chains, keep_chains=True, progress=None, **kw)["chain_features"]
+
+
 def topdown_start(root: str, n: int):
     """The top-down chain's start on the first ``n`` training images of a default run's
     `pretrained_svm` row, its pretrained layers and their gamma_e / gamma_w, the random

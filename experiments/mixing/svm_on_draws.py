@@ -25,15 +25,13 @@ import time
 import numpy as np
 
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
-from dgdm_tf.topdown import chain as deep_chain
-from _subsets import pretrained_row
+from _subsets import pretrained_row, row_chain_features
 
 args = [a for a in sys.argv[1:] if a != "--priors"]
 root, n_train, n_test, m_max = args[0], int(args[1]), int(args[2]), int(args[3])
 cache = args[4] if len(args) > 4 else None
 resolved, z, ds, feats, x, y = pretrained_row(root, n_train, n_test)
 run = resolved["block"]
-layers, cfg = run["model"]["layers"], run["topdown_features"]
 made = np.array([n_train, n_test, m_max])  # what the cache was made for
 if cache and os.path.exists(cache):
     per = dict(np.load(cache))
@@ -45,11 +43,7 @@ else:
     per = {}
     for s, n, seed in (("train", n_train, 1), ("test", n_test, 2)):
         t = time.perf_counter()
-        per[s] = deep_chain.infer_topdown(
-            x[s], ds, layers, seed=seed, burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"]),
-            batch_size=int(cfg["batch_size"]), gamma_s=float(z[-1]["gamma_w"]),
-            gamma_e_init=float(np.mean(z[0]["gamma_e"])), scan=cfg["scan"], chains=m_max,
-            keep_chains=True, progress=None)["chain_features"]
+        per[s] = row_chain_features(x[s], z, ds, run, seed, m_max)
         print(f"{s}: {m_max} chains of {n} images in {time.perf_counter() - t:.0f} s", flush=True)
     if cache:
         np.savez(cache, made=made, **per)

@@ -44,8 +44,8 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
 def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  chains: int = 1, scan: str = "random", start=None, keep_chains: bool = False,
-                  progress: Callable[[str], None] | None = print) -> dict:
+                  chains: int = 1, chain_orders: str = "permuted", scan: str = "random", start=None,
+                  keep_chains: bool = False, progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
     the missing pixels from the likelihood. ``start``: the top layer's order-free start
@@ -74,6 +74,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     in the c-th of a fixed sequence of orders (:func:`chain_permutations`; the same model and posterior,
     visited in another scan order: the chains freeze into scan-order decompositions, so
     chains in one order differ little); its features are put back in the given order.
+    ``chain_orders``: "permuted" (as just said) or "same": every chain visits the maps in
+    the given order and differs from chain 0 by its seed alone.
     ``scan``: the sweeps' visiting order (:class:`DeepModel`); with "random" every
     chain draws its own orders, sweep by sweep, and the permuted maps only relabel them.
     """
@@ -91,7 +93,9 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     lower = model.geoms[:-1]
-    perms = [chain_permutations(ks, c) for c in range(int(chains))]
+    if chain_orders not in ("permuted", "same"):
+        raise ValueError(f"chain_orders must be 'permuted' or 'same', got {chain_orders!r}")
+    perms = [chain_permutations(ks, c if chain_orders == "permuted" else 0) for c in range(int(chains))]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
     feats, recs, l1s, per_chain = [], [], [], []
     fns = {}

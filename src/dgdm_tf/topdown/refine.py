@@ -141,7 +141,8 @@ class _RefineKernel(Kernel):
     def start(self):
         state = init_state(self.x, self.model, self.dictionaries,
                            random.salted(self.seed, "refine_start", tf.int32),
-                           gamma_e_init=self.gamma_e_init, gamma_s_init=self.gamma_s_init)
+                           gamma_e_init=self.gamma_e_init, gamma_s_init=self.gamma_s_init,
+                           chunk=self.chunk)
         return state, None, []
 
     def restore(self, z):

@@ -49,7 +49,8 @@ def residual(state: DeepState, x, model: DeepModel, mask=None) -> tf.Tensor:
 
 
 def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_init=None,
-               gamma_s_init: float = 1.0, mask=None, start=None) -> DeepState:
+               gamma_s_init: float = 1.0, mask=None, start=None,
+               chunk: int | None = None) -> DeepState:
     """Start of a chain from given dictionaries (pretrained, or drawn from the prior).
 
     The paper leaves the start open; this sets where the chain starts, not its target:
@@ -61,9 +62,25 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     it sees these positions. With ``start`` (a :class:`dgdm_tf.pretrain.ridge_start.RidgeStart`)
     the top layer starts at :mod:`dgdm_tf.topdown.ridge_start`'s order-free fit instead,
     and gamma_e at its conditional mean given that fit.
+
+    Every image's start depends on that image alone, so ``chunk`` images at a time give
+    the same state: the layers' correlation maps (MNIST: about 90 KB an image, several
+    copies) then never exist for every image at once.
     """
     x = tf.convert_to_tensor(x, tf.float32)
     n = x.shape[0]
+    if chunk is not None and n > int(chunk):
+        parts = [init_state(x[i:i + int(chunk)], model, dictionaries, seed,
+                            gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
+                            mask=None if mask is None else mask[i:i + int(chunk)], start=start)
+                 for i in range(0, n, int(chunk))]
+        cat = lambda get: tf.concat([get(p) for p in parts], axis=0)  # noqa: E731
+        n_lower = len(parts[0].z)
+        return parts[0]._replace(
+            z=tuple(cat(lambda p, l=l: p.z[l]) for l in range(n_lower)),
+            log_theta=tuple(cat(lambda p, l=l: p.log_theta[l]) for l in range(n_lower)),
+            s_top=cat(lambda p: p.s_top), on=cat(lambda p: p.on), log_pi=cat(lambda p: p.log_pi),
+            gamma_e=cat(lambda p: p.gamma_e), resid=cat(lambda p: p.resid))
     d = tuple(tf.cast(tf.convert_to_tensor(v), tf.float32) for v in dictionaries)
     for l, (dl, g) in enumerate(zip(d, model.geoms)):
         if tuple(dl.shape) != (g.dh, g.dw, g.c, g.k):
