@@ -38,6 +38,21 @@ def test_map_distance():
     assert mixing.map_distance(a, 2 * a) == pytest.approx(np.linalg.norm(a) / (1.5 * np.linalg.norm(a)))
 
 
+def test_half_distance_compares_the_even_and_the_odd_chains():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(50, 8))
+    # chains that agree up to small noise: near 0; unrelated chains of equal norm: near sqrt(2)
+    same = np.stack([base + 0.01 * rng.normal(size=base.shape) for _ in range(4)])
+    assert mixing.half_distance(same) < 0.02
+    apart = rng.normal(size=(2, 2000, 8))
+    assert mixing.half_distance(apart) == pytest.approx(np.sqrt(2.0), abs=0.03)
+    # even chains (0, 2) against odd (1, 3), not the first half against the second
+    ordered = np.stack([base, -base, base, -base])
+    assert mixing.half_distance(ordered) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two or more"):
+        mixing.half_distance(base[None])
+
+
 def test_ridge_probe_reads_out_separable_classes_and_not_noise():
     rng = np.random.default_rng(2)
     y = rng.integers(0, 3, size=600)

@@ -196,6 +196,8 @@ def test_smoke_end_to_end_tables(smoke_run):
             assert mix["route"] == "topdown" and m["n_features"] == 2 * 2 * m["dict_sizes"][-1]
         if method != "pretrained_block_svm":  # both top-down routes average the configured chains
             assert mix["chains"] == run_cfg["block"]["topdown_features"]["chains"] == 2, mix["chains"]
+            # chains in two map orders: how far apart their features lie
+            assert 0.0 < mix["half_distance"] < 2.0, mix["half_distance"]
     block = next(l for l in md.splitlines() if l.startswith("| Our pretrained model, block"))
     mb = json.loads((repo / "results/mnist_smoke/pretrained_block_svm/metrics.json").read_text())
     assert mb["n_train"] == 300 and mb["n_test"] == 200

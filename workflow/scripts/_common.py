@@ -161,15 +161,25 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
                            gamma_e_init: float, hyper: dict) -> dict:
     """The test-time top-down chain (dgdm_tf.topdown.chain.infer_topdown) with the chain
     settings of a `topdown_features` block: the features of unsupervised_svm (refined
-    model) and of pretrained_svm with `features.route: topdown` (pretrained layers)."""
+    model) and of pretrained_svm with `features.route: topdown` (pretrained layers).
+    With two or more chains the result also holds 'half_distance'
+    (dgdm_tf.mcmc.diagnostics.half_distance of the chains' features: the chains differ by
+    their map order, so it says how much the order decides the features)."""
+    from dgdm_tf.mcmc import diagnostics as mixing
     from dgdm_tf.pretrain.ridge_start import RidgeStart
     from dgdm_tf.topdown import chain as deep_chain
 
-    return deep_chain.infer_topdown(
+    chains = int(cfg["chains"])
+    res = deep_chain.infer_topdown(
         x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
         collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
-        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=int(cfg["chains"]),
-        start=RidgeStart.from_config(cfg["start"]), progress=progress)
+        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=chains,
+        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1, progress=progress)
+    if chains > 1:
+        res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
+        progress(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
+                 "about 1.4: unrelated, 0: they agree)")
+    return res
 
 
 def layer1_mixing(pooled, x, dict_size: int, pool: int, png: str, title: str) -> dict:

@@ -65,7 +65,8 @@ def topdown(x, split):
     res = topdown_chain_features(x, dictionaries, layers, tcfg,
                                  seed=seed_for(seed, ds, "features", split),
                                  gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper)
-    return res["features"], res["layer1_pooled"], {"chains": res["chains"]}
+    return res["features"], res["layer1_pooled"], {"chains": res["chains"],
+                                                    "half_distance": res.get("half_distance")}
 
 
 infer = {"layerwise": layerwise, "topdown": topdown}[route]

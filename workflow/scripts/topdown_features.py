@@ -38,6 +38,7 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                              f"{ds}: layer-1 output of the top-down model (unsupervised_svm), "
                              f"{len(x)} train images")
         diag["chains"] = res["chains"]  # what was averaged: the smoke test reads it
+        diag["half_distance"] = res.get("half_distance")  # how much the map order decides
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)

@@ -10,6 +10,8 @@ and the features then encode the scan order, not the image. These figures catch 
   that follows the image tracks the ink; one that follows its colour grid does not.
 * :func:`map_distance`: how far two mean activity maps are apart (scan-order and
   translation checks compare it with the seed-to-seed spread of the same chain).
+* :func:`half_distance`: how far the averages of the even and the odd chains lie apart;
+  for chains that differ by their scan order, how much the order decides the features.
 * :func:`ridge_probe`: a fixed linear read-out (one-vs-all ridge on standardised
   features), the figure that decides whether features carry the class.
 
@@ -79,6 +81,16 @@ def map_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Relative distance ||a - b|| / ((||a|| + ||b||) / 2) of two activity maps."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(0.5 * (np.linalg.norm(a) + np.linalg.norm(b)), 1e-30))
+
+
+def half_distance(chain_features: np.ndarray) -> float:
+    """:func:`map_distance` of the mean of the even-numbered and the odd-numbered chains'
+    features, ``chain_features`` (chains >= 2, ...): about 1.4 when they are unrelated,
+    0 when they agree."""
+    f = np.asarray(chain_features, np.float64)
+    if len(f) < 2:
+        raise ValueError(f"half_distance needs two or more chains, got {len(f)}")
+    return map_distance(f[0::2].mean(axis=0).ravel(), f[1::2].mean(axis=0).ravel())
 
 
 def polarity_split(f: np.ndarray) -> np.ndarray:
