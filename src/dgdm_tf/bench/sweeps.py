@@ -20,7 +20,7 @@ from dgdm_tf.core.ops import full_conv, full_conv_adjoint
 from dgdm_tf.pretrain.kernel import make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, init_state
-from dgdm_tf.topdown.dictionaries import POWER_ITERATIONS
+from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 
 
 def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[dict], *,
@@ -72,7 +72,7 @@ REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "imag
 
 def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                      sweeps: int, seed: int, hyper: dict | None = None,
-                     n_leapfrog: int = 10, power_iterations: int = POWER_ITERATIONS) -> list[dict]:
+                     n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS) -> list[dict]:
     """Top-down sampler (dgdm_tf.topdown) at ``batch_size``: a refinement sweep (every
     conditional), a test-time sweep (dictionaries fixed) and each of its steps, against
     the floor: one generative pass of the whole model from the top layer to the image

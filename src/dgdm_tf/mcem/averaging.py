@@ -28,7 +28,7 @@ from dgdm_tf.core import random
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
-from dgdm_tf.topdown.dictionaries import POWER_ITERATIONS, resample_d
+from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS, resample_d
 from dgdm_tf.topdown.state import DeepState, fold_seed
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
@@ -62,7 +62,7 @@ def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: D
 
 def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mcem: dict,
                   n_total: int, n_classes: int, seed: int, keep: int, thin: int, sweeps: int,
-                  gamma_s: float, svm_hyper: dict | None, n_leapfrog: int = 10,
+                  gamma_s: float, svm_hyper: dict | None, n_leapfrog: int = N_LEAPFROG,
                   power_iterations: int = POWER_ITERATIONS, hyper: dict | None = None, checkpoint_dir=None, checkpoint_every: int = 50,
                   stop_after: int | None = None, scan: str = "random",
                   progress: Callable[[str], None] | None = print) -> dict | None:

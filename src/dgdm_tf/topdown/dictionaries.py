@@ -30,6 +30,8 @@ MAX_LOG_STEP = 0.0
 #: power iterations for lambda_max (the schema's default of `power_iterations`): 3 reach
 #: 0.77-0.96 of it, and every D[2] draw was still accepted (docs/scaling.md)
 POWER_ITERATIONS = 3
+#: leapfrog steps of a D[l >= 1] draw (the schema's default of `n_leapfrog`)
+N_LEAPFROG = 10
 
 
 def _layer_s(s_top, d, model: DeepModel, l: int, zd):
@@ -161,7 +163,7 @@ def hmc_tuning(hess_vec, q0, prior: float, seed, power_iterations: int):
 
 
 def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None,
-               n_leapfrog: int = 10, adapt: bool = False, target_accept: float = 0.7,
+               n_leapfrog: int = N_LEAPFROG, adapt: bool = False, target_accept: float = 0.7,
                power_iterations: int = POWER_ITERATIONS, chunk: int | None = None):
     """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
 

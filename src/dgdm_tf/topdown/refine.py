@@ -26,7 +26,7 @@ from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.topdown.dictionaries import POWER_ITERATIONS
+from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 from dgdm_tf.topdown.state import DeepState, init_state
 from dgdm_tf.topdown.sweep import log_joint, make_sweep_fn
 
@@ -225,7 +225,7 @@ class _RefineKernel(Kernel):
 def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
                seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
                gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
-               n_leapfrog: int = 10, power_iterations: int = POWER_ITERATIONS, checkpoint_dir=None,
+               n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS, checkpoint_dir=None,
                checkpoint_every: int = 10,
                trace_path=None, progress: Callable[[str], None] | None = print,
                stop_after: int | None = None, labels=None, n_classes: int | None = None,

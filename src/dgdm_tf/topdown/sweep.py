@@ -24,7 +24,7 @@ from dgdm_tf.topdown.conjugate import (
     resample_pi,
     resample_theta,
 )
-from dgdm_tf.topdown.dictionaries import POWER_ITERATIONS, resample_d
+from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS, resample_d
 from dgdm_tf.topdown.state import DeepState, fold_seed, residual
 from dgdm_tf.topdown.top_units import resample_top
 from dgdm_tf.topdown.unpooling import resample_z
@@ -71,7 +71,7 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
 
 
 def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
-                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = 10,
+                 update_globals: bool = True, adapt: bool = False, n_leapfrog: int = N_LEAPFROG,
                  power_iterations: int = POWER_ITERATIONS, chunk: int | None = None):
     """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
     and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`; ``chunk``: the D steps read
@@ -92,7 +92,7 @@ def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
 
 
 def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: bool = True,
-          adapt: bool = False, n_leapfrog: int = 10, power_iterations: int = POWER_ITERATIONS,
+          adapt: bool = False, n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS,
           fast_bottom: bool = True, svm=None, y=None, svm_hyper=None):
     """One sweep: top units, then the blocks of layers L-2 .. 0 (:func:`local_steps`),
     then (with ``update_globals``) every D and gamma_s, then theta, pi and gamma_e
@@ -216,7 +216,7 @@ def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None
 
 @cached_builder()
 def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals: bool = True,
-                  adapt: bool = False, n_leapfrog: int = 10, power_iterations: int = POWER_ITERATIONS,
+                  adapt: bool = False, n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS,
                   fast_bottom: bool = True, svm_hyper=None, chunk: int | None = None):
     """A compiled ``f(state, x[, mask]) -> (state, stats)``; with ``svm_hyper`` (the
     supervised model) ``f(state, svm, x, y) -> (state, svm, stats)``. With ``chunk`` the
