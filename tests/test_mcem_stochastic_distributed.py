@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.topdown.sweep import take_images
+from dgdm_tf.topdown.state import take_images
 from dgdm_tf.mcem import stochastic as M
 from _smcem_model import known_model_data
 

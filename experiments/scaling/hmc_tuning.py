@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "mixing"))
 from _subsets import topdown_start  # noqa: E402
 
 from dgdm_tf.topdown import dictionaries as dd  # noqa: E402
-from dgdm_tf.topdown.sweep import make_sweep_fn, take_images  # noqa: E402
+from dgdm_tf.topdown.state import take_images  # noqa: E402
+from dgdm_tf.topdown.sweep import make_sweep_fn  # noqa: E402
 
 
 def option(args, name, default):

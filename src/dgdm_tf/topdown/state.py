@@ -24,6 +24,31 @@ DeepState = collections.namedtuple(
                   "resid", "hmc_log_step", "seed"])
 
 
+#: the fields that hold one entry per image (leading axis); the others are global
+PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
+
+
+def take_images(state: DeepState, sl: slice) -> DeepState:
+    """The state restricted to images ``sl`` (every per-image field sliced; globals kept)."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        out[f] = tuple(t[sl] for t in v) if isinstance(v, tuple) else v[sl]
+    return state._replace(**out)
+
+
+def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
+    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
+    out = {}
+    for f in PER_IMAGE_FIELDS:
+        v = getattr(state, f)
+        if isinstance(v, tuple):
+            out[f] = tuple(tf.concat([getattr(p, f)[i] for p in parts], 0) for i in range(len(v)))
+        else:
+            out[f] = tf.concat([getattr(p, f) for p in parts], 0)
+    return state._replace(**out)
+
+
 #: ``seed`` folded with each salt in turn (stateless: the same salts, the same seed)
 fold_seed = random.fold
 
@@ -74,13 +99,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
                             gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
                             mask=None if mask is None else mask[i:i + int(chunk)], start=start)
                  for i in range(0, n, int(chunk))]
-        cat = lambda get: tf.concat([get(p) for p in parts], axis=0)  # noqa: E731
-        n_lower = len(parts[0].z)
-        return parts[0]._replace(
-            z=tuple(cat(lambda p, l=l: p.z[l]) for l in range(n_lower)),
-            log_theta=tuple(cat(lambda p, l=l: p.log_theta[l]) for l in range(n_lower)),
-            s_top=cat(lambda p: p.s_top), on=cat(lambda p: p.on), log_pi=cat(lambda p: p.log_pi),
-            gamma_e=cat(lambda p: p.gamma_e), resid=cat(lambda p: p.resid))
+        return concat_images(parts[0], parts)
     d = tuple(tf.cast(tf.convert_to_tensor(v), tf.float32) for v in dictionaries)
     for l, (dl, g) in enumerate(zip(d, model.geoms)):
         if tuple(dl.shape) != (g.dh, g.dw, g.c, g.k):

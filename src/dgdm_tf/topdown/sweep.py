@@ -9,8 +9,6 @@ sweep (whole batch or image chunks) and the log joint.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import tensorflow as tf
 
@@ -25,36 +23,12 @@ from dgdm_tf.topdown.conjugate import (
     resample_theta,
 )
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS, resample_d
-from dgdm_tf.topdown.state import DeepState, fold_seed, residual
+from dgdm_tf.topdown.state import DeepState, concat_images, fold_seed, residual, take_images
 from dgdm_tf.topdown.top_units import resample_top
 from dgdm_tf.topdown.unpooling import resample_z
 
 #: one sweep's streams: the state's next seed, then one per conditional, in sweep order
 SWEEP_SEEDS = ("carry", "top", "blocks", "d", "gamma_s", "theta", "pi", "gamma_e")
-
-PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
-
-
-def take_images(state: DeepState, sl: slice) -> DeepState:
-    """The state restricted to images ``sl`` (every per-image field sliced; globals kept)."""
-    out = {}
-    for f in PER_IMAGE_FIELDS:
-        v = getattr(state, f)
-        out[f] = tuple(t[sl] for t in v) if isinstance(v, tuple) else v[sl]
-    return state._replace(**out)
-
-
-def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
-    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
-    out = {}
-    for f in PER_IMAGE_FIELDS:
-        v = getattr(state, f)
-        if isinstance(v, tuple):
-            out[f] = tuple(tf.concat([getattr(p, f)[i] for p in parts], 0) for i in range(len(v)))
-        else:
-            out[f] = tf.concat([getattr(p, f) for p in parts], 0)
-    return state._replace(**out)
-
 
 def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask=None,
                 fast_bottom: bool = True, svm_terms=None):
