@@ -79,6 +79,28 @@ def row_chain_features(x, z, ds, run: dict, seed: int, chains: int, **kw):
         scan=cfg["scan"], chains=chains, keep_chains=True, progress=None, **kw)["chain_features"]
 
 
+def read_chain_averages(label: str, per: dict, y: dict, feats, run: dict):
+    """For m = 1 .. chains: the row's Bayesian SVM (seed 3) trained on the average of the
+    first m chains' training features (``per['train']``: (chains, N, F)) and tested on the
+    test images' average of the same m; prints one line per m."""
+    import time
+
+    from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
+    n_train, n_test = per["train"].shape[1], per["test"].shape[1]
+    for m in range(1, len(per["train"]) + 1):
+        f_train, f_test = per["train"][:m].mean(0), per["test"][:m].mean(0)
+        t = time.perf_counter()
+        svm = BayesianSVM(int(feats["n_classes"]), seed=3, progress=None, **run["svm"]).fit(
+            f_train, y["train"])
+        err = 100.0 * float(np.mean(np.asarray(svm.predict(f_test)) != y["test"]))
+        tr = 100.0 * float(np.mean(np.asarray(svm.predict(f_train)) != y["train"]))
+        on = float(np.mean(np.abs(f_test) > 1e-3 * np.abs(f_test).max()))
+        print(f"{label}, {m} chain(s): test error {err:.2f} % (train {tr:.2f} %), units above "
+              f"1e-3 of the largest {on:.3f}, on {n_train} / {n_test} images "
+              f"(SVM {time.perf_counter() - t:.0f} s)", flush=True)
+
+
 def topdown_start(root: str, n: int):
     """The top-down chain's start on the first ``n`` training images of a default run's
     `pretrained_svm` row, its pretrained layers and their gamma_e / gamma_w, the random

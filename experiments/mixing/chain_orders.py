@@ -22,8 +22,7 @@ import time
 
 import numpy as np
 
-from dgdm_tf.supervised.svm_classifier import BayesianSVM
-from _subsets import pretrained_row, row_chain_features
+from _subsets import pretrained_row, read_chain_averages, row_chain_features
 
 root, n_train, n_test, m_max = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 kinds = sys.argv[5:] or ["same", "permuted"]
@@ -40,14 +39,4 @@ for kind in kinds:
     apart = float(np.linalg.norm(a - b) / max(np.linalg.norm(a), 1e-30))
     print(f"{kind}: {m_max} chains of {n_train} + {n_test} images in {secs:.0f} s; "
           f"chain 1 lies {apart:.3f} (relative) from chain 0", flush=True)
-    for m in range(1, m_max + 1):
-        f_train, f_test = per["train"][:m].mean(0), per["test"][:m].mean(0)
-        t = time.perf_counter()
-        svm = BayesianSVM(int(feats["n_classes"]), seed=3, progress=None, **run["svm"]).fit(
-            f_train, y["train"])
-        err = 100.0 * float(np.mean(np.asarray(svm.predict(f_test)) != y["test"]))
-        tr = 100.0 * float(np.mean(np.asarray(svm.predict(f_train)) != y["train"]))
-        on = float(np.mean(np.abs(f_test) > 1e-3 * np.abs(f_test).max()))
-        print(f"{kind}, {m} chain(s): test error {err:.2f} % (train {tr:.2f} %), units above "
-              f"1e-3 of the largest {on:.3f}, on {n_train} / {n_test} images "
-              f"(SVM {time.perf_counter() - t:.0f} s)", flush=True)
+    read_chain_averages(kind, per, y, feats, run)

@@ -152,12 +152,15 @@ class DeepModel:
         blocks in. "random": the colours, and within each colour the maps, in an order
         drawn afresh every sweep from the sweep's seed (:meth:`scan_classes` says which
         colours may trade places); "fixed": colours row-major, maps in index order (the
-        sampler before the random scan, draw for draw). Every order is an exact sweep and
-        an order drawn independently of the state a mixture of them; with a fixed order
-        the blocks visited first take whatever residual a sweep finds, and the chain keeps
-        that decomposition (docs/design.md, "Mixing")."""
-        if scan not in ("random", "fixed"):
-            raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
+        sampler before the random scan, draw for draw); "matched": as "fixed", but each
+        image visits its top units in its own order, by decreasing matched-filter
+        response (:func:`dgdm_tf.topdown.top_units.matched_order`; a top layer whose units
+        all overlap). Every order is an exact sweep and an order drawn independently of
+        the state a mixture of them; with a fixed order the blocks visited first take
+        whatever residual a sweep finds, and the chain keeps that decomposition
+        (docs/design.md, "Mixing")."""
+        if scan not in ("random", "fixed", "matched"):
+            raise ValueError(f"scan must be 'random', 'fixed' or 'matched', got {scan!r}")
         self.scan = scan
         if len(layers) < 1:
             raise ValueError("the model needs at least one layer")

@@ -39,6 +39,7 @@ SALTS = {
     "pretrain_init": 0x5EED,  # a pretraining chain's initial D and seed; feature chains' batches
     "pretrain_start": 0x57A7,  # the start's theta draw, apart from the chain's own seed
     "scan_order": 0x5CA9,  # a sweep's visiting order, apart from its draws
+    "matched": 0x3A7C,  # the top units' draws under the matched scan (one table per step)
     "imagenet_epoch": 0x1A6E,  # ImageNet's augmentation, per epoch and image
     "cifar_augment": 0xC1FA,  # CIFAR's flips and shifts (NumPy)
     "caltech_split": 0xCA17EC,  # Caltech's per-class train/test split (NumPy)

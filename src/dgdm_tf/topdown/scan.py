@@ -9,7 +9,8 @@ neighbour, so with a fixed order the features follow the scan, not the image
 mixture of exact sweeps; the draws of a (colour, map) step keep their seeds whatever the
 order, so ``scan="fixed"`` repeats the sampler's earlier draws bit for bit. The windowed
 paths permute a layer's colours within classes of equal window shapes only
-(:meth:`DeepModel.scan_classes`).
+(:meth:`DeepModel.scan_classes`). ``scan="matched"`` orders the top units per image
+(:func:`dgdm_tf.topdown.top_units.matched_order`) and every lower layer as "fixed".
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def scan_orders(model: DeepModel, l: int, seed):
     same seed gives the same order. Every path of a layer draws the same order."""
     col = model.colourings[l]
     n_col = col.g_h * col.g_w
-    if model.scan == "fixed":
+    if model.scan in ("fixed", "matched"):  # "matched" orders the top units per image
         return list(range(n_col)), None
     classes = model.scan_classes(l)
     s_col, s_map = tf.unstack(tf.random.experimental.stateless_split(seed, 2))

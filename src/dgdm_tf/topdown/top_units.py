@@ -215,6 +215,9 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     The margins couple all units of an image, so this needs one unit per colour.
     """
     gt, col = model.top, model.colourings[-1]
+    if model.scan == "matched":
+        return _resample_top_matched(state, x, model, seed, mask, return_expected, fast,
+                                     svm_terms)
     colour_terms = top_unit_terms(state, model, mask, fast)
     ge = state.gamma_e[:, None, None]
     gs = state.gamma_s
@@ -281,4 +284,83 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
                            on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
     if return_expected:
         return state, tf.transpose(e_k, [1, 2, 3, 0])
+    return state
+
+
+def matched_order(f_units, x, mask=None):
+    """(U, N) int: each image's top units by decreasing matched-filter response
+    |<F_u, X>| / ||F_u|| (F_u the unit's masked data-plane image under the current Z and
+    D, ``f_units`` (U, N, H, W, C)). A function of the data and of variables the top
+    units' step does not update, so visiting the units in this order is an exact scan."""
+    xm = masked(x, mask)
+    score = tf.abs(tf.einsum("unhwc,nhwc->un", f_units, xm)) / tf.sqrt(
+        tf.reduce_sum(tf.square(f_units), axis=[2, 3, 4]) + 1e-30)
+    return tf.argsort(score, axis=0, direction="DESCENDING", stable=True)
+
+
+def _resample_top_matched(state: DeepState, x, model: DeepModel, seed, mask=None,
+                          return_expected: bool = False, fast: bool = True, svm_terms=None):
+    """:func:`resample_top` with ``model.scan == "matched"``: every image visits its top
+    units one at a time in its own order, the :func:`matched_order` of its image. The
+    conditional of each unit is eq. SampleS as in :func:`resample_top`; only the order
+    differs, and it depends on X, Z and D, none of which this step updates, so the step
+    leaves the posterior invariant. The t-th unit an image visits takes the t-th of the
+    step's uniforms and normals (fresh draws whatever the unit), so relabelling the maps
+    relabels the draws and nothing else: the features of maps listed in another order
+    are the same features, relabelled (``tests/test_topdown_matched_scan.py``). Needs one
+    unit per colour and image (every top unit overlaps every other, as at MNIST's 2 x 2
+    top layer)."""
+    gt, col = model.top, model.colourings[-1]
+    if col.n_h * col.n_w != 1:
+        raise ValueError("scan 'matched' visits each image's top units one at a time: it needs "
+                         f"a top layer whose units all overlap (one per colour), not {col.n_h} x "
+                         f"{col.n_w} per colour; use scan 'fixed' or 'random'")
+    if svm_terms is not None:
+        raise ValueError("scan 'matched' is not implemented for the supervised model's "
+                         "training chain; use scan 'fixed' or 'random'")
+    n_col = col.g_h * col.g_w
+    n_units = n_col * gt.k
+    if fast and model.n_layers == 2:
+        f_all = _top_images_two_layer(state, model, mask)
+    else:
+        images = top_unit_images(state, model, mask, fast)
+        f_all = tf.stack([images(ci, k) for ci in range(n_col) for k in range(gt.k)])
+    n = tf.shape(state.resid)[0]
+    f_flat = tf.reshape(f_all, [n_units, n, -1])  # unit ci K + k: colour ci's unit of map k
+    order = matched_order(f_all, x, mask)
+    # s_top (N, hs, ws, K) row-major is unit order: colour ci = a g_w + b holds position (a, b)
+    s_u = tf.reshape(state.s_top, [n, n_units])
+    on_u = tf.reshape(state.on, [n, n_units])
+    e_u = tf.zeros_like(s_u)
+    ge, gs = state.gamma_e, state.gamma_s
+    log_odds = tf.tile(state.log_pi[..., 0] - state.log_pi[..., 1], [1, n_col])  # N, U
+    s1, s2 = tf.unstack(tf.random.experimental.stateless_split(fold_seed(seed, "matched"), 2))
+    u_all = tf.random.stateless_uniform([n_units, n], s1)  # step t's draws: row t
+    g_all = tf.random.stateless_normal([n_units, n], s2)
+    rows = tf.range(n)
+    resid = tf.reshape(state.resid, [n, -1])
+
+    def body(t, resid, s_u, on_u, e_u):
+        u = order[t]  # N: each image's unit at this step
+        at = tf.stack([rows, u], axis=1)
+        f = tf.gather_nd(f_flat, tf.stack([u, rows], axis=1))  # N, pixels
+        cur = tf.gather_nd(s_u, at)
+        r0 = resid + f * cur[:, None]
+        prec = ge * tf.reduce_sum(f * f, axis=1) + gs
+        mu = ge * tf.reduce_sum(f * r0, axis=1) / prec
+        logit = tf.gather_nd(log_odds, at) + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
+        on_new = tf.cast(u_all[t] < tf.sigmoid(logit), tf.float32)
+        val = on_new * (mu + g_all[t] / tf.sqrt(prec))
+        return (t + 1, r0 - f * val[:, None], tf.tensor_scatter_nd_update(s_u, at, val),
+                tf.tensor_scatter_nd_update(on_u, at, on_new),
+                tf.tensor_scatter_nd_update(e_u, at, tf.sigmoid(logit) * mu))
+
+    _, resid, s_u, on_u, e_u = tf.while_loop(
+        lambda t, *_: t < n_units, body, (tf.constant(0), resid, s_u, on_u, e_u),
+        parallel_iterations=1)
+    shape = tf.shape(state.s_top)
+    state = state._replace(s_top=tf.reshape(s_u, shape), on=tf.reshape(on_u, shape),
+                           resid=tf.reshape(resid, tf.shape(state.resid)))
+    if return_expected:
+        return state, tf.reshape(e_u, shape)
     return state
