@@ -26,8 +26,12 @@ with open(snakemake.input.summary) as f:
 model = DeepModel(shape, layers, snakemake.params.hyper).with_ks([d.shape[-1] for d in dictionaries])
 imgs = sample_prior_images(model, dictionaries, n=int(cfg["n_images"]),
                            seed=[seed_for(int(snakemake.params.seed), ds, "generate"), 0],
-                           on_rate=on_rate, gamma_s=gamma_s, theta=theta)
+                           on_rate=on_rate if cfg["pi"] == "usage" else None, gamma_s=gamma_s,
+                           theta=theta, unpooling=cfg["unpooling"])
 progress(f"{ds}: generated {imgs.shape}, pixel range [{imgs.min():.3g}, {imgs.max():.3g}]")
+pi_says = "pi from its prior" if cfg["pi"] == "prior" else "pi at the chain's usage"
+z_says = "mean unpooling" if cfg["unpooling"] == "mean" else "unpooling drawn"
 deep_plots.plot_image_grid(imgs, snakemake.output.png,
-                           f"{ds}: images generated from random top-layer weights (refined model)")
+                           f"{ds}: images generated from random top-layer weights "
+                           f"(refined model; {pi_says}, {z_says})")
 progress(f"done in {elapsed():.1f} s")

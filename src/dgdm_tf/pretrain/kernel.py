@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
+from dgdm_tf.core.draws import log_dirichlet_sample
 from dgdm_tf.pretrain.blocks import block_kernels, blocks_to_pooled, colour_tiles, tiles_to_residual
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.dictionary import resample_d
@@ -32,23 +33,6 @@ from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 #: one sweep's streams: the state's next seed, then one per conditional, in sweep order
 SWEEP_SEEDS = ("carry", "zw", "d", "theta", "gamma_w", "gamma_e")
 
-
-
-def _log_gamma_sample(shape_param, seed):
-    """log of a Gamma(shape, 1) draw, exact for small shapes (no underflow to -inf).
-
-    G_a = G_{a+1} * U^{1/a} (Marsaglia & Tsang's boost), taken in log space.
-    """
-    s1, s2 = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    g = tf.random.stateless_gamma(tf.shape(shape_param), s1, alpha=shape_param + 1.0)
-    u = tf.random.stateless_uniform(tf.shape(shape_param), s2, minval=1e-30, maxval=1.0)
-    return tf.math.log(g) + tf.math.log(u) / shape_param
-
-
-def log_dirichlet_sample(alpha, seed):
-    """log of a Dirichlet(``alpha``) draw over the last axis (normalised log-Gamma draws)."""
-    lg = _log_gamma_sample(alpha, seed)
-    return lg - tf.reduce_logsumexp(lg, axis=-1, keepdims=True)
 
 
 def _gamma_sample(shape, rate, seed):

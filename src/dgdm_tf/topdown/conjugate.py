@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.pretrain import kernel as pretrain
+from dgdm_tf.core.draws import log_dirichlet_sample
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.topdown.state import DeepState, fold_seed
 
@@ -31,7 +31,7 @@ def resample_theta(state: DeepState, x, model: DeepModel, seed) -> DeepState:
     out = []
     for l, g in enumerate(model.geoms[:-1]):
         counts = state_counts(state.z[l], g.n_states)
-        out.append(pretrain.log_dirichlet_sample(model.alpha[l] + counts, fold_seed(seed, l)))
+        out.append(log_dirichlet_sample(model.alpha[l] + counts, fold_seed(seed, l)))
     return state._replace(log_theta=tuple(out))
 
 
@@ -40,7 +40,7 @@ def resample_pi(state: DeepState, x, model: DeepModel, seed) -> DeepState:
     on = tf.reduce_sum(state.on, axis=[1, 2])  # N, K
     total = float(model.top.hs * model.top.ws)
     counts = tf.stack([on, total - on], axis=-1)
-    return state._replace(log_pi=pretrain.log_dirichlet_sample(model.pi_prior + counts, seed))
+    return state._replace(log_pi=log_dirichlet_sample(model.pi_prior + counts, seed))
 
 
 def resample_gamma_s(state: DeepState, x, model: DeepModel, seed) -> DeepState:
