@@ -10,6 +10,9 @@ settings); each setting in its own process, which prints its peak RSS:
     python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings d0 d1
     python experiments/scaling/chain_memory.py results/mnist 500 1500 --settings refine supervised
     python experiments/scaling/chain_memory.py results/mnist 1000 3000 --settings supervised-full
+    python experiments/scaling/chain_memory.py results/mnist 2000 6000 --chunk 2000 --settings supervised
+
+(`--chunk C`: the chains' chunk instead of the run's, e.g. `config/paper.yaml`'s 2000.)
 
 (`-full`: the rule's burn-in, collection and checkpoints instead of 1 + 2 sweeps.)
 
@@ -24,7 +27,7 @@ import time
 
 root = sys.argv[1]
 if len(sys.argv) > 2 and sys.argv[2] == "--one":
-    n, setting = int(sys.argv[3]), sys.argv[4]
+    n, setting, chunk = int(sys.argv[3]), sys.argv[4], sys.argv[5]
     import numpy as np
     import tensorflow as tf
 
@@ -59,17 +62,20 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
                                  "steps": int(cfg["svm_steps"])},
                       svm_warmup=int(cfg["svm_warmup"]), svm_average=int(cfg["svm_average"]))
         t = time.perf_counter()
-        out = run_refine(x["train"], ds, layers, seed=0, chunk=int(cfg["chunk"]), **sweeps,
+        chunk = int(cfg["chunk"]) if chunk == "run" else int(chunk)
+        out = run_refine(x["train"], ds, layers, seed=0, chunk=chunk, **sweeps,
                    gamma_e_init=float(np.mean(z[0]["gamma_e"])), gamma_s_init=float(z[-1]["gamma_w"]),
                    scan=cfg["scan"], progress=None, **kw)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         times = " / ".join(f"{r['seconds']:.1f}" for r in out["trace"])
-        print(f"{n} images, {setting}{' (the rule: ' + str(sweeps) + ')' if full else ''}: "
+        print(f"{n} images, {setting}{' (the rule: ' + str(sweeps) + ')' if full else ''}, "
+              f"chunks of {chunk}: "
               f"peak RSS {rss:.0f} MB ({time.perf_counter() - t:.0f} s, sweeps of {times} s)",
               flush=True)
         sys.exit(0)
     if setting in ("on", "off"):
-        sweep_fn = make_sweep_fn(model, chunk=250, update_globals=setting == "on", adapt=False)
+        sweep_fn = make_sweep_fn(model, chunk=250 if chunk == "run" else int(chunk),
+                                 update_globals=setting == "on", adapt=False)
         fn = lambda st: sweep_fn(st, xt)
     else:
         l = int(setting[1:])
@@ -83,11 +89,15 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
     sys.exit(0)
 args = sys.argv[2:]
 settings = ["off", "on"]
+chunk = "run"
+if "--chunk" in args:
+    i = args.index("--chunk")
+    chunk, args = args[i + 1], args[:i] + args[i + 2:]
 if "--settings" in args:
     i = args.index("--settings")
     args, settings = args[:i], args[i + 1:]
 for n in args:
     for g in settings:
-        out = subprocess.run([sys.executable, __file__, root, "--one", n, g],
+        out = subprocess.run([sys.executable, __file__, root, "--one", n, g, chunk],
                              capture_output=True, text=True)
         print(out.stdout.strip() or out.stderr[-2000:], flush=True)
