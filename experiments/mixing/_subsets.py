@@ -101,12 +101,13 @@ def read_chain_averages(label: str, per: dict, y: dict, feats, run: dict):
               f"(SVM {time.perf_counter() - t:.0f} s)", flush=True)
 
 
-def topdown_start(root: str, n: int):
+def topdown_start(root: str, n: int, chunk: int | None = None):
     """The top-down chain's start on the first ``n`` training images of a default run's
     `pretrained_svm` row, its pretrained layers and their gamma_e / gamma_w, the random
     scan: (the row's resolved config, the layers' npz files, their dictionaries, images,
     labels (as :func:`pretrained_row`), the model, the training images as a tensor, the
-    start state, seed [0, 1])."""
+    start state, seed [0, 1]). ``chunk``: the start built that many images at a time (the
+    same state, less memory)."""
     import tensorflow as tf
 
     from dgdm_tf.core.model import DeepModel
@@ -117,5 +118,5 @@ def topdown_start(root: str, n: int):
     model = DeepModel(x["train"].shape[1:], layers, None, scan="random").with_ks(
         [int(d.shape[-1]) for d in ds])
     st = init_state(x["train"], model, ds, [0, 1], gamma_e_init=float(np.mean(z[0]["gamma_e"])),
-                    gamma_s_init=float(z[-1]["gamma_w"]))
+                    gamma_s_init=float(z[-1]["gamma_w"]), chunk=chunk)
     return resolved, z, ds, x, y, model, tf.constant(x["train"]), st

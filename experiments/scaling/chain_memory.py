@@ -12,7 +12,8 @@ settings); each setting in its own process, which prints its peak RSS:
     python experiments/scaling/chain_memory.py results/mnist 1000 3000 --settings supervised-full
     python experiments/scaling/chain_memory.py results/mnist 2000 6000 --chunk 2000 --settings supervised
 
-(`--chunk C`: the chains' chunk instead of the run's, e.g. `config/paper.yaml`'s 2000.)
+(`--chunk C`: the chains' chunk instead of the run's, e.g. `config/paper.yaml`'s 2000;
+with `d0`, `d1` the D step reads the images C at a time, as the chunked chains run it.)
 
 (`-full`: the rule's burn-in, collection and checkpoints instead of 1 + 2 sweeps.)
 
@@ -37,7 +38,8 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
     from dgdm_tf.topdown.dictionaries import resample_d
     from dgdm_tf.topdown.sweep import make_sweep_fn
 
-    resolved, z, ds, x, y, model, xt, st = topdown_start(root, n)
+    # the start in chunks (as the rules build it), so its peak does not hide the chain's
+    resolved, z, ds, x, y, model, xt, st = topdown_start(root, n, 250)
     layers = resolved["block"]["model"]["layers"]
     full = setting.endswith("-full")  # the rule's sweeps and checkpoints, not 1 + 2 sweeps
     setting = setting.removesuffix("-full")
@@ -79,7 +81,8 @@ if len(sys.argv) > 2 and sys.argv[2] == "--one":
         fn = lambda st: sweep_fn(st, xt)
     else:
         l = int(setting[1:])
-        fn = compiled(lambda st: resample_d(st, xt, model, l, tf.constant([3, l])))
+        fn = compiled(lambda st: resample_d(st, xt, model, l, tf.constant([3, l]),
+                                            chunk=None if chunk == "run" else int(chunk)))
     t = time.perf_counter()
     for _ in range(2):
         st, _ = fn(st)

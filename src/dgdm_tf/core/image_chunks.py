@@ -26,6 +26,16 @@ def _take(tensors: Sequence[tf.Tensor], lo, size: int) -> list:
     return out
 
 
+def _after(tensors: Sequence[tf.Tensor], deps) -> list:
+    """``tensors``, readable only once ``deps`` (a nest of tensors) are computed: a chunk's
+    work waits for the chunk before it. Graph mode lowers the loop to dataflow, where a
+    chunk whose inputs are ready would otherwise run beside the one before it, holding
+    two chunks' working sets (or more: the first chunk and the remainder are outside
+    the loop)."""
+    with tf.control_dependencies(tf.nest.flatten(deps)):
+        return [tf.identity(t) for t in tensors]
+
+
 def _check(tensors: Sequence[tf.Tensor], chunk) -> int:
     n = int(tensors[0].shape[0])
     if any(int(t.shape[0]) != n for t in tensors):
@@ -55,7 +65,7 @@ def sum_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | N
         acc, start = fn(*shared, *_take(per_image, 0, chunk)), 1
 
     def body(i, acc, *sh):
-        out = fn(*sh, *_take(per_image, i * chunk, chunk))
+        out = fn(*sh, *_after(_take(per_image, i * chunk, chunk), acc))
         return (i + 1, tf.nest.map_structure(tf.add, acc, out), *sh)
 
     if start < n_full:
@@ -77,11 +87,11 @@ def map_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | N
     parts = parts.write(0, first)
 
     def body(i, parts):
-        return i + 1, parts.write(i, fn(*_take(per_image, i * chunk, chunk)))
+        return i + 1, parts.write(i, fn(*_after(_take(per_image, i * chunk, chunk), parts.flow)))
 
     _, parts = tf.while_loop(lambda i, _: i < n_full, body, (tf.constant(1), parts),
                              parallel_iterations=1)
     out = tf.reshape(parts.stack(), [n_full * chunk] + first.shape[1:].as_list())
     if rest:
-        out = tf.concat([out, fn(*_take(per_image, n_full * chunk, rest))], 0)
+        out = tf.concat([out, fn(*_after(_take(per_image, n_full * chunk, rest), out))], 0)
     return out

@@ -206,7 +206,8 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     sqrt_mass = tf.sqrt(mass)
     eps = tf.exp(state.hmc_log_step[l]) / tf.sqrt(lam)  # exp(log step) adapts in burn-in
     p0 = tf.random.stateless_normal(tf.shape(q0), s_mom) * sqrt_mass
-    u0, g0 = potential_and_grad(q0)
+    with tf.control_dependencies([lam]):  # after the tuning's passes, not beside them (memory)
+        u0, g0 = potential_and_grad(tf.identity(q0))
 
     # full momentum steps, the last one a half step; a tf.while_loop as for the power
     # iterations (one traced copy of the potential's gradient)
