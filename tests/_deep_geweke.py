@@ -1,10 +1,12 @@
 """The top-down model's Geweke test: forward draws, the joint statistics compared, the
-successive-conditional chains (shared by the top-down, supervised and pretraining tests)."""
+successive-conditional chains, and those chains run on the unsupervised sweep (shared by
+the top-down, supervised and pretraining tests)."""
 
 import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.topdown.state import DeepState, reconstruct
+from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.model import DeepModel, generate
 
 GEWEKE_HYPER = {"a_e": 3.0, "b_e": 6.0, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
@@ -92,3 +94,21 @@ def geweke_chains(start, advance, chains: int, steps: int):
         diff.append(np.mean(sc, 0) - first)
     diff = np.asarray(diff)
     return diff.mean(0) / (diff.std(0, ddof=1) / np.sqrt(chains)), np.mean(acc, 0)
+
+
+def geweke_sweep(model: DeepModel, n: int, chains: int, steps: int, seed: int,
+                 chunk: int | None = None):
+    """:func:`geweke_chains` of the top-down model's unsupervised sweep on ``n`` images."""
+    rng = np.random.default_rng(seed)
+    sweep = make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
+
+    def start(c):
+        st, x, rec = forward_draws(rng, model, n)
+        return (st._replace(seed=tf.constant([seed, c])), x), joint_stats(st, x, rec, model)
+
+    def advance(carry):
+        st, stats = sweep(carry[0], tf.constant(carry[1]))
+        x, rec = redraw_x(rng, st, model)
+        return (st, x), joint_stats(st, x, rec, model), stats["accept"].numpy()
+
+    return geweke_chains(start, advance, chains, steps)

@@ -13,8 +13,7 @@ from dgdm_tf.core.model import DeepModel, generate
 from dgdm_tf.topdown import chain as deep_chain
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.top_units import matched_order, resample_top
-from _deep_geweke import GEWEKE_HYPER
-from test_topdown_sweep import _geweke
+from _deep_geweke import GEWEKE_HYPER, geweke_sweep
 
 LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 5, "pool": 1}]
 
@@ -42,7 +41,7 @@ def test_geweke_two_layers_matched_scan():
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
                       scan="matched")
     assert model.colourings[-1].n_h * model.colourings[-1].n_w == 1  # the scan applies
-    z, acc = _geweke(model, n=2, chains=60, steps=20, seed=17)
+    z, acc = geweke_sweep(model, n=2, chains=60, steps=20, seed=17)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
 

@@ -18,25 +18,7 @@ from dgdm_tf.topdown.top_units import resample_top, top_unit_images
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
-from _deep_geweke import GEWEKE_HYPER, forward_draws, geweke_chains, joint_stats, redraw_x
-
-
-def _geweke(model: DeepModel, n: int, chains: int, steps: int, seed: int,
-            chunk: int | None = None):
-    """:func:`geweke_chains` of the unsupervised sweep on ``n`` images."""
-    rng = np.random.default_rng(seed)
-    sweep = make_sweep_fn(model, n_leapfrog=5, chunk=chunk)
-
-    def start(c):
-        st, x, rec = forward_draws(rng, model, n)
-        return (st._replace(seed=tf.constant([seed, c])), x), joint_stats(st, x, rec, model)
-
-    def advance(carry):
-        st, stats = sweep(carry[0], tf.constant(carry[1]))
-        x, rec = redraw_x(rng, st, model)
-        return (st, x), joint_stats(st, x, rec, model), stats["accept"].numpy()
-
-    return geweke_chains(start, advance, chains, steps)
+from _deep_geweke import GEWEKE_HYPER, forward_draws, geweke_sweep
 
 
 @pytest.mark.slow
@@ -47,7 +29,7 @@ def test_geweke_two_layers():
     C = 2 channels."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=2, chains=100, steps=20, seed=11)
+    z, acc = geweke_sweep(model, n=2, chains=100, steps=20, seed=11)
     assert acc[1] > 0.3, acc  # the HMC kernel moves
     assert np.all(np.abs(z) < 4.0), z
 
@@ -65,7 +47,7 @@ def test_geweke_finds_a_wrong_conditional(monkeypatch):
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", wrong)  # as the sweep calls it
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, _ = _geweke(model, n=2, chains=50, steps=10, seed=11)
+    z, _ = geweke_sweep(model, n=2, chains=50, steps=10, seed=11)
     assert z[3] < -4.0, z  # log gamma_s: the wrong rate is twice too large
 
 
@@ -76,7 +58,7 @@ def test_geweke_two_layers_chunked():
     chunking adds)."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=3, chains=60, steps=20, seed=13, chunk=2)
+    z, acc = geweke_sweep(model, n=3, chains=60, steps=20, seed=13, chunk=2)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
 
@@ -88,7 +70,7 @@ def test_geweke_three_layers():
     model = DeepModel((9, 9, 1), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 1, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = _geweke(model, n=2, chains=100, steps=20, seed=12)
+    z, acc = geweke_sweep(model, n=2, chains=100, steps=20, seed=12)
     assert np.all(acc[1:] > 0.3), acc
     assert np.all(np.abs(z) < 4.0), z
 
