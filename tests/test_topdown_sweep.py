@@ -12,7 +12,7 @@ from dgdm_tf.topdown import sweep as topdown_sweep
 from dgdm_tf.topdown import top_units, unpooling
 from dgdm_tf.topdown.dictionaries import _layer_s, resample_d
 from dgdm_tf.topdown.scan import scan_orders
-from dgdm_tf.topdown.state import dense_z, init_state, residual
+from dgdm_tf.topdown.state import dense_z, init_state, reconstruct, residual, take_images
 from dgdm_tf.topdown.sweep import local_steps, make_sweep_fn
 from dgdm_tf.topdown.top_units import resample_top, top_unit_images
 from dgdm_tf.topdown.unpooling import resample_z
@@ -199,6 +199,30 @@ def test_residual_stays_exact_through_a_sweep():
     for _ in range(2):
         st, _ = fn(st, tf.constant(x))
     np.testing.assert_allclose(st.resid.numpy(), residual(st, x, model).numpy(), atol=1e-4)
+
+
+def test_log_joint_terms_split_the_log_joint_by_image():
+    """Each image's fit and codes are its own (the same computed on all images or on
+    the image alone), the fit is the Gaussian log-density of the observed pixels of
+    x - g(S) (NumPy), and the terms sum to the log joint."""
+    model, x, st = _tiny(2, n=3)
+    mask = (np.random.default_rng(3).random(x.shape) < 0.6).astype(np.float32)
+    st = st._replace(resid=residual(st, x, model, mask))
+    assert st.on.numpy().sum() > 0
+    t = {k: v.numpy() for k, v in topdown_sweep.log_joint_terms(st, x, model, mask).items()}
+    r = (x - reconstruct(st, model).numpy()) * mask
+    ge = st.gamma_e.numpy()
+    fit = 0.5 * mask.sum((1, 2, 3)) * np.log(ge / (2 * np.pi)) - 0.5 * ge * (r ** 2).sum((1, 2, 3))
+    np.testing.assert_allclose(t["fit"], fit, rtol=1e-4)
+    for i in range(len(x)):
+        one = topdown_sweep.log_joint_terms(take_images(st, slice(i, i + 1)), x[i:i + 1], model,
+                                            mask[i:i + 1])
+        np.testing.assert_allclose(one["fit"].numpy(), t["fit"][i:i + 1], rtol=1e-5)
+        np.testing.assert_allclose(one["codes"].numpy(), t["codes"][i:i + 1], rtol=1e-5)
+        assert float(one["shared"]) == pytest.approx(float(t["shared"]))
+    assert len(set(np.round(t["codes"], 3))) == len(x)  # the images' codes differ
+    lj = float(topdown_sweep.log_joint(st, x, model, mask))
+    assert lj == pytest.approx(t["fit"].sum() + t["codes"].sum() + t["shared"], rel=1e-5)
 
 
 def test_one_chunk_of_all_images_is_the_sweep():

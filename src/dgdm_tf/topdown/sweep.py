@@ -157,32 +157,45 @@ def supervised_sweep(state: DeepState, svm, x, y, model: DeepModel, svm_hyper, *
     return state, stats.pop("svm"), stats
 
 
-def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None,
-              svm_hyper=None) -> tf.Tensor:
-    """log p(X, all variables), dropping only terms that are constant in every variable
-    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors); with
-    ``svm`` the SVM's augmented pseudo-likelihood and priors too."""
+def log_joint_terms(state: DeepState, x, model: DeepModel, mask=None) -> dict:
+    """The log joint of :func:`log_joint` (no SVM) split by image: ``fit`` (N,) the
+    Gaussian log-likelihood of each image's observed pixels; ``codes`` (N,) the log
+    prior of the image's own variables (its blocks' Z and theta, its top units' on/off,
+    slab weights and pi, its gamma_e); ``shared`` the rest (the dictionaries' and
+    gamma_s's priors). Given the shared variables, p(state | X) of one image is
+    proportional to exp(fit + codes) of that image alone."""
     h = model.hyper
     n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
              else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
     ge = state.gamma_e
     sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
-    lj = tf.reduce_sum(0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq)
-    lj += tf.reduce_sum([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
+    fit = 0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq
+    codes = (h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge
     for l, g in enumerate(model.geoms[:-1]):
         z = tf.transpose(state.z[l], [0, 3, 1, 2])  # N, K, nbh, nbw
         # log theta of each block's state (a gather: a one-hot of every block's states
         # held N x blocks x K x S floats, 2.5 GB at 10000 MNIST images)
-        lj += tf.reduce_sum(tf.gather(state.log_theta[l], z, batch_dims=2))
-        lj += tf.reduce_sum((model.alpha[l] - 1.0) * state.log_theta[l])
+        codes += tf.reduce_sum(tf.gather(state.log_theta[l], z, batch_dims=2), axis=[1, 2, 3])
+        codes += tf.reduce_sum((model.alpha[l] - 1.0) * state.log_theta[l], axis=[1, 2])
     lp = state.log_pi  # N, K, 2
-    lj += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1])
-    lj += tf.reduce_sum((model.pi_prior - 1.0) * lp)
+    codes += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1],
+                           axis=[1, 2, 3])
+    codes += tf.reduce_sum((model.pi_prior - 1.0) * lp, axis=[1, 2])
     gs = state.gamma_s
-    n_on = tf.reduce_sum(state.on)
-    lj += 0.5 * n_on * tf.math.log(gs / (2 * np.pi)) - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top))
-    lj += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
-    lj += tf.reduce_sum((h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge)
+    codes += (0.5 * tf.reduce_sum(state.on, axis=[1, 2, 3]) * tf.math.log(gs / (2 * np.pi))
+              - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2, 3]))
+    shared = tf.add_n([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
+    shared += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
+    return {"fit": fit, "codes": codes, "shared": shared}
+
+
+def log_joint(state: DeepState, x, model: DeepModel, mask=None, svm=None, y=None,
+              svm_hyper=None) -> tf.Tensor:
+    """log p(X, all variables), dropping only terms that are constant in every variable
+    (the Gamma priors' normalisers and 2 pi factors of the dictionaries' priors); with
+    ``svm`` the SVM's augmented pseudo-likelihood and priors too."""
+    t = log_joint_terms(state, x, model, mask)
+    lj = tf.reduce_sum(t["fit"]) + tf.reduce_sum(t["codes"]) + t["shared"]
     if svm is not None:
         lj += deep_svm.log_density(svm, state.s_top, y, svm_hyper)
     return lj

@@ -1,0 +1,183 @@
+"""Does the posterior given the observed half prefer the states that extrapolate well?
+
+Rule inpaint's masked chain (exact, everything but the dictionaries sampled, the random
+scan) run from several starts on the same images:
+
+- ``off``: every top unit off (the rule before 2026-11-26);
+- ``ridge``: the top layer's order-free ridge start at threshold 0.1 (the rule's default);
+- ``knn``: the state of a chain run on the image with its hidden half filled by the mean
+  of its 20 nearest training images (a start that has not seen the hidden pixels);
+- ``oracle``: the state of a chain run on the fully observed image (it has seen them).
+
+For each image and start it prints, after the same sweeps, the log density of the
+state given the observed pixels up to a constant shared by all starts,
+log p(x_obs, state) = fit + codes (``dgdm_tf.topdown.sweep.log_joint_terms``; the
+dictionaries and gamma_s are the same in every start), averaged over the collected
+sweeps, and the hidden-half PSNR of the workflow's estimator. The layer-1 blocks whose
+whole footprint is hidden touch no observed pixel, so their Z sums out of
+p(x_obs, state) exactly (their states' log theta leave ``codes``): ``marginal`` is the
+log density of the rest of the state, which is what the estimator reads (it takes
+E[Z | theta] for those blocks).
+
+Densities over theta and pi (Dirichlet and Beta priors with parameters below one, whose
+densities are unbounded at the simplex's edges) and over a varying number of slab
+weights do not compare states fairly. ``collapsed`` does: log p(x_obs, Z of the blocks
+that see an observed pixel, the top units' on/off | D, gamma_s), with theta and pi
+summed out (Dirichlet-multinomial, beta-binomial), the top units' weights integrated
+(x_obs is linear in them given Z: a Gaussian marginal with covariance F F^T / gamma_s +
+I / gamma_e, F the on units' observed images) and gamma_e integrated over its Gamma
+prior on a grid in log gamma_e. It is a probability of the discrete state, comparable
+across starts. If the starts that
+extrapolate better also sit where the posterior is higher, a sampler that finds the
+higher states would impute better (a mixing problem); if they sit lower, the
+posterior itself prefers the worse extrapolation (a model problem).
+
+    python experiments/missing_data/posterior_vs_truth.py PREPARED LAYER1 LAYER2 REFINED [model] [n] [burn_in] [collect] [start_sweeps]
+"""
+import sys
+
+import numpy as np
+
+import _chain as C
+from _fills import fill
+from _setup import DS, HYPER, LAYERS, SEED, inpaint_inputs, models, seed_for
+from dgdm_tf.pretrain.ridge_start import RidgeStart
+from dgdm_tf.topdown.state import init_state
+from dgdm_tf.topdown.sweep import log_joint_terms
+import tensorflow as tf
+
+from dgdm_tf.core.model import layer_inputs
+from dgdm_tf.topdown.state import dense_z, reconstruct
+
+prep, l1, l2, ref = sys.argv[1:5]
+name = sys.argv[5] if len(sys.argv) > 5 else "refined"
+n, burn_in, collect, s0 = (int(v) for v in (sys.argv[6:10] + ["100", "8", "8", "40"][len(sys.argv[6:10]):]))
+x, mask, xtr = inpaint_inputs(prep, n)
+dicts, gs, ge = models(l1, l2, ref)[name]
+seed = seed_for(SEED, DS, "inpaint", name)
+hid = mask == 0
+
+
+def per_image_psnr(rec):
+    err = np.where(hid, x - rec, 0.0)
+    mse = (err ** 2).sum((1, 2, 3)) / hid.sum((1, 2, 3))
+    return 10 * np.log10(1.0 / mse)
+
+
+def state_after(xs, sweeps, seed_offset):
+    """The state of the unmasked chain on images ``xs`` after ``sweeps`` sweeps."""
+    _, st, sec, _ = C.run(xs, None, dicts, LAYERS, seed=seed + seed_offset, burn_in=sweeps - 1,
+                          collect=1, gamma_s=gs, gamma_e=ge, hyper=HYPER, estimators={})
+    return st, sec
+
+
+xm = np.where(mask > 0, x, 0.0).astype(np.float32)
+def gammaln(v):
+    return tf.math.lgamma(tf.constant(v, tf.float64)).numpy()
+
+
+def logsumexp(v):
+    return float(tf.reduce_logsumexp(tf.constant(v, tf.float64)))
+
+
+LOG_GAMMA = np.linspace(np.log(10.0), np.log(1e7), 241)
+
+
+def collapsed(st, model) -> np.ndarray:
+    """(N,) log p(x_obs, visible Z, on | D, gamma_s): see the module docstring."""
+    gt, g0 = model.top, model.geoms[0]
+    s_top = np.asarray(st.s_top)
+    on = np.asarray(st.on) > 0
+    zd = dense_z(st, model)
+    units = [(i, j, k) for i in range(gt.hs) for j in range(gt.ws) for k in range(gt.k)]
+    f = np.zeros((len(units), n) + x.shape[1:], np.float32)  # every unit's image, every image
+    for b0 in range(0, len(units), 64):
+        chunk = units[b0:b0 + 64]
+        e = np.zeros((len(chunk), n, gt.hs, gt.ws, gt.k), np.float32)
+        for c, (i, j, k) in enumerate(chunk):
+            e[c, :, i, j, k] = 1.0
+        for c in range(len(chunk)):
+            f[b0 + c] = layer_inputs(tf.constant(e[c]), model, st.d, zd)[0].numpy()
+    lin = np.einsum("un...,nu->n...", f, s_top.reshape(n, -1))  # x_hat = sum_u s_u F_u
+    err = np.abs(lin - reconstruct(st, model).numpy()).max()
+    assert err < 1e-3, f"the image is not linear in the top units: {err}"
+    gs = float(st.gamma_s)
+    h = model.hyper
+    alpha, (pa, pb) = np.asarray(model.alpha[0], np.float64), np.asarray(model.pi_prior, np.float64)
+    seen = ~C.unseen_blocks(mask, model)  # N, nbh, nbw
+    z = np.asarray(st.z[0])  # N, nbh, nbw, K: each block's state
+    out = np.zeros(n)
+    for t in range(n):
+        obs = mask[t].ravel() > 0
+        xo = x[t].ravel()[obs].astype(np.float64)
+        ft = f[on[t].reshape(-1), t].reshape(-1, x[t].size)[:, obs].astype(np.float64)
+        _, sig, vt = np.linalg.svd(ft, full_matrices=False) if len(ft) else (None, np.zeros(0), np.zeros((0, len(xo))))
+        lam, proj = sig ** 2, vt @ xo
+        m_obs, rest = obs.sum(), xo @ xo - proj @ proj
+        g = np.exp(LOG_GAMMA)[:, None]
+        var = lam[None] / gs + 1.0 / g  # the covariance's eigenvalues along F's rows
+        ll = (-0.5 * m_obs * np.log(2 * np.pi) - 0.5 * np.log(var).sum(1)
+              + 0.5 * (m_obs - len(lam)) * LOG_GAMMA - 0.5 * (proj ** 2 / var).sum(1) - 0.5 * g[:, 0] * rest)
+        prior = h.a_e * np.log(h.b_e) - gammaln(h.a_e) + h.a_e * LOG_GAMMA - h.b_e * np.exp(LOG_GAMMA)
+        lik = logsumexp(ll + prior) + np.log(LOG_GAMMA[1] - LOG_GAMMA[0])
+        counts = np.stack([((z[t] == s_) & seen[t][..., None]).sum((0, 1)) for s_ in range(g0.n_states)], -1)
+        dirmult = (gammaln(alpha.sum()) - gammaln(alpha.sum() + counts.sum(-1))
+                   + (gammaln(alpha + counts) - gammaln(alpha)).sum(-1)).sum()
+        c_on = on[t].sum((0, 1)).astype(np.float64)
+        betabin = (gammaln(pa + c_on) + gammaln(pb + gt.hs * gt.ws - c_on) - gammaln(pa + pb + gt.hs * gt.ws)
+                   - gammaln(pa) - gammaln(pb) + gammaln(pa + pb)).sum()
+        out[t] = lik + dirmult + betabin
+    return out
+
+oracle, sec_o = state_after(x, s0, 0)
+knn, sec_k = state_after(fill("knn", x, mask, xtr), s0, 17)
+starts = {
+    "off": None,
+    "ridge": lambda st, model: init_state(xm, model, dicts, st.seed, gamma_e_init=ge, gamma_s_init=gs,
+                                          mask=mask, start=RidgeStart(0.1, 0.01, 20)),
+    "knn": lambda st, model: knn._replace(seed=st.seed),
+    "oracle": lambda st, model: oracle._replace(seed=st.seed),
+}
+print(f"model {name}, {n} images, {burn_in} + {collect} masked sweeps per start; the knn / oracle "
+      f"starts: {s0} sweeps on the filled / whole image ({sec_k:.0f} / {sec_o:.0f} s)", flush=True)
+out = {}
+for label, start in starts.items():
+    acc = {"fit": 0.0, "codes": 0.0, "marginal": 0.0}
+
+    def on_sweep(t, before, after, stats, model, acc=acc):
+        if t >= burn_in:
+            terms = {k: np.asarray(v) for k, v in log_joint_terms(after, xm, model, mask).items()}
+            z = tf.transpose(after.z[0], [0, 3, 1, 2])  # N, K, nbh, nbw
+            lt = tf.gather(after.log_theta[0], z, batch_dims=2).numpy()
+            hidden_z = np.where(C.unseen_blocks(mask, model)[:, None], lt, 0.0).sum((1, 2, 3))
+            terms["marginal"] = terms["fit"] + terms["codes"] - hidden_z
+            for k in acc:
+                acc[k] = acc[k] + terms[k] / collect
+    recs, st, sec, model = C.run(x, mask, dicts, LAYERS, seed=seed, burn_in=burn_in, collect=collect,
+                             gamma_s=gs, gamma_e=ge, hyper=HYPER, estimators={"w": C.est_workflow},
+                             start=start, on_sweep=on_sweep)
+    rec = np.where(mask > 0, x, recs["w"])
+    out[label] = dict(acc, collapsed=collapsed(st, model), psnr=per_image_psnr(rec), on=float(np.mean(np.asarray(st.on))),
+                      gamma_e=float(np.median(np.asarray(st.gamma_e))), sec=sec,
+                      pooled=10 * np.log10(1.0 / np.mean((x - rec)[hid] ** 2)))
+    o = out[label]
+    print(f"{label:7s}: hidden PSNR {o['pooled']:6.2f} dB | log p(x_obs, state) per image: mean "
+          f"{np.mean(o['fit'] + o['codes']):9.1f} (fit {np.mean(o['fit']):9.1f}, codes "
+          f"{np.mean(o['codes']):9.1f}) | gamma_e median {o['gamma_e']:8.0f} | top units on "
+          f"{o['on']:.3f} | marginal {np.mean(o['marginal']):9.1f} | collapsed (last state) "
+          f"{np.mean(o['collapsed']):9.1f} | {sec:.0f} s", flush=True)
+
+base = out["ridge"]
+for what in ("joint", "marginal", "collapsed"):
+    print(f"\nper image, each start against the rule's (ridge); log p = the {what}:")
+    print("start    images where log p is higher   median difference in log p   images where PSNR is higher"
+          "   median PSNR difference   corr(diff log p, diff PSNR)")
+    for label, o in out.items():
+        if label == "ridge":
+            continue
+        lp = (lambda v: v["fit"] + v["codes"]) if what == "joint" else (lambda v: v[what])
+        dl = lp(o) - lp(base)
+        dp = o["psnr"] - base["psnr"]
+        print(f"{label:7s}  {np.sum(dl > 0):4d} / {n:<4d}                    {np.median(dl):10.1f}"
+              f"                  {np.sum(dp > 0):4d} / {n:<4d}               {np.median(dp):6.2f} dB"
+              f"               {np.corrcoef(dl, dp)[0, 1]:6.3f}")
