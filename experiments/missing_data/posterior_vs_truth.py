@@ -21,13 +21,10 @@ E[Z | theta] for those blocks).
 
 Densities over theta and pi (Dirichlet and Beta priors with parameters below one, whose
 densities are unbounded at the simplex's edges) and over a varying number of slab
-weights do not compare states fairly. ``collapsed`` does: log p(x_obs, Z of the blocks
-that see an observed pixel, the top units' on/off | D, gamma_s), with theta and pi
-summed out (Dirichlet-multinomial, beta-binomial), the top units' weights integrated
-(x_obs is linear in them given Z: a Gaussian marginal with covariance F F^T / gamma_s +
-I / gamma_e, F the on units' observed images) and gamma_e integrated over its Gamma
-prior on a grid in log gamma_e. It is a probability of the discrete state, comparable
-across starts. If the starts that
+weights do not compare states fairly. ``collapsed`` does
+(``dgdm_tf.topdown.evidence.collapsed_log_prob``): log p(x_obs, Z of the blocks that see
+an observed pixel, the top units' on/off | D, gamma_s), with theta, pi, the top units'
+weights and gamma_e integrated out, scored at each chain's last state. If the starts that
 extrapolate better also sit where the posterior is higher, a sampler that finds the
 higher states would impute better (a mixing problem); if they sit lower, the
 posterior itself prefers the worse extrapolation (a model problem).
@@ -37,17 +34,15 @@ posterior itself prefers the worse extrapolation (a model problem).
 import sys
 
 import numpy as np
+import tensorflow as tf
 
 import _chain as C
 from _fills import fill
 from _setup import DS, HYPER, LAYERS, SEED, inpaint_inputs, models, seed_for
 from dgdm_tf.pretrain.ridge_start import RidgeStart
+from dgdm_tf.topdown.evidence import collapsed_log_prob
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import log_joint_terms
-import tensorflow as tf
-
-from dgdm_tf.core.model import layer_inputs
-from dgdm_tf.topdown.state import dense_z, reconstruct
 
 prep, l1, l2, ref = sys.argv[1:5]
 name = sys.argv[5] if len(sys.argv) > 5 else "refined"
@@ -72,63 +67,6 @@ def state_after(xs, sweeps, seed_offset):
 
 
 xm = np.where(mask > 0, x, 0.0).astype(np.float32)
-def gammaln(v):
-    return tf.math.lgamma(tf.constant(v, tf.float64)).numpy()
-
-
-def logsumexp(v):
-    return float(tf.reduce_logsumexp(tf.constant(v, tf.float64)))
-
-
-LOG_GAMMA = np.linspace(np.log(10.0), np.log(1e7), 241)
-
-
-def collapsed(st, model) -> np.ndarray:
-    """(N,) log p(x_obs, visible Z, on | D, gamma_s): see the module docstring."""
-    gt, g0 = model.top, model.geoms[0]
-    s_top = np.asarray(st.s_top)
-    on = np.asarray(st.on) > 0
-    zd = dense_z(st, model)
-    units = [(i, j, k) for i in range(gt.hs) for j in range(gt.ws) for k in range(gt.k)]
-    f = np.zeros((len(units), n) + x.shape[1:], np.float32)  # every unit's image, every image
-    for b0 in range(0, len(units), 64):
-        chunk = units[b0:b0 + 64]
-        e = np.zeros((len(chunk), n, gt.hs, gt.ws, gt.k), np.float32)
-        for c, (i, j, k) in enumerate(chunk):
-            e[c, :, i, j, k] = 1.0
-        for c in range(len(chunk)):
-            f[b0 + c] = layer_inputs(tf.constant(e[c]), model, st.d, zd)[0].numpy()
-    lin = np.einsum("un...,nu->n...", f, s_top.reshape(n, -1))  # x_hat = sum_u s_u F_u
-    err = np.abs(lin - reconstruct(st, model).numpy()).max()
-    assert err < 1e-3, f"the image is not linear in the top units: {err}"
-    gs = float(st.gamma_s)
-    h = model.hyper
-    alpha, (pa, pb) = np.asarray(model.alpha[0], np.float64), np.asarray(model.pi_prior, np.float64)
-    seen = ~C.unseen_blocks(mask, model)  # N, nbh, nbw
-    z = np.asarray(st.z[0])  # N, nbh, nbw, K: each block's state
-    out = np.zeros(n)
-    for t in range(n):
-        obs = mask[t].ravel() > 0
-        xo = x[t].ravel()[obs].astype(np.float64)
-        ft = f[on[t].reshape(-1), t].reshape(-1, x[t].size)[:, obs].astype(np.float64)
-        _, sig, vt = np.linalg.svd(ft, full_matrices=False) if len(ft) else (None, np.zeros(0), np.zeros((0, len(xo))))
-        lam, proj = sig ** 2, vt @ xo
-        m_obs, rest = obs.sum(), xo @ xo - proj @ proj
-        g = np.exp(LOG_GAMMA)[:, None]
-        var = lam[None] / gs + 1.0 / g  # the covariance's eigenvalues along F's rows
-        ll = (-0.5 * m_obs * np.log(2 * np.pi) - 0.5 * np.log(var).sum(1)
-              + 0.5 * (m_obs - len(lam)) * LOG_GAMMA - 0.5 * (proj ** 2 / var).sum(1) - 0.5 * g[:, 0] * rest)
-        prior = h.a_e * np.log(h.b_e) - gammaln(h.a_e) + h.a_e * LOG_GAMMA - h.b_e * np.exp(LOG_GAMMA)
-        lik = logsumexp(ll + prior) + np.log(LOG_GAMMA[1] - LOG_GAMMA[0])
-        counts = np.stack([((z[t] == s_) & seen[t][..., None]).sum((0, 1)) for s_ in range(g0.n_states)], -1)
-        dirmult = (gammaln(alpha.sum()) - gammaln(alpha.sum() + counts.sum(-1))
-                   + (gammaln(alpha + counts) - gammaln(alpha)).sum(-1)).sum()
-        c_on = on[t].sum((0, 1)).astype(np.float64)
-        betabin = (gammaln(pa + c_on) + gammaln(pb + gt.hs * gt.ws - c_on) - gammaln(pa + pb + gt.hs * gt.ws)
-                   - gammaln(pa) - gammaln(pb) + gammaln(pa + pb)).sum()
-        out[t] = lik + dirmult + betabin
-    return out
-
 oracle, sec_o = state_after(x, s0, 0)
 knn, sec_k = state_after(fill("knn", x, mask, xtr), s0, 17)
 starts = {
@@ -157,7 +95,7 @@ for label, start in starts.items():
                              gamma_s=gs, gamma_e=ge, hyper=HYPER, estimators={"w": C.est_workflow},
                              start=start, on_sweep=on_sweep)
     rec = np.where(mask > 0, x, recs["w"])
-    out[label] = dict(acc, collapsed=collapsed(st, model), psnr=per_image_psnr(rec), on=float(np.mean(np.asarray(st.on))),
+    out[label] = dict(acc, collapsed=collapsed_log_prob(st, x, model, mask), psnr=per_image_psnr(rec), on=float(np.mean(np.asarray(st.on))),
                       gamma_e=float(np.median(np.asarray(st.gamma_e))), sec=sec,
                       pooled=10 * np.log10(1.0 / np.mean((x - rec)[hid] ** 2)))
     o = out[label]
