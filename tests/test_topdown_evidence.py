@@ -59,23 +59,28 @@ def test_collapsed_priors_sum_to_one_over_every_sequence():
     assert math.exp(evidence.log_dirichlet_multinomial(np.array([0, 1, 0]), alpha)) == pytest.approx(1.5 / 4)
 
 
-def test_the_true_state_is_more_probable_than_its_maps_shuffled():
-    """Images drawn from a known two-layer model: each image's true (Z, on) scores higher
-    than the same state with its top units moved to other maps; one image alone scores
-    what it scores among others; with pixels missing, the blocks they wholly hide do not
-    change the score (they do with every pixel seen)."""
-    rng = np.random.default_rng(2)
+def _drawn(rng, n=4):
+    """A tiny two-layer model, its dictionaries and images drawn from it with their state."""
     model = DeepModel((16, 16, 1), [{"dict_size": 5, "n_dict": 4, "pool": 2},
                                     {"dict_size": 3, "n_dict": 3, "pool": 1}])
     g0, gt = model.geoms
     d = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
     d = [v / np.linalg.norm(v.reshape(-1, v.shape[-1]), axis=0) for v in d]
-    n = 4
     z0 = rng.integers(0, g0.n_states, size=(n, g0.nbh, g0.nbw, g0.k)).astype(np.int32)
     on = (rng.random((n, gt.hs, gt.ws, gt.k)) < 0.3).astype(np.float32)
     s = on * 2.0 * rng.normal(size=on.shape).astype(np.float32)
     x = generate(tf.constant(s), model, [tf.constant(v) for v in d], [tf.constant(z0)]).numpy()
     x = (x + 0.05 * rng.normal(size=x.shape)).astype(np.float32)
+    return model, d, x, z0, on, s
+
+
+def test_the_true_state_is_more_probable_than_its_maps_shuffled():
+    """Images drawn from a known two-layer model: each image's true (Z, on) scores higher
+    than the same state with its top units moved to other maps; one image alone scores
+    what it scores among others; with pixels missing, the blocks they wholly hide do not
+    change the score (they do with every pixel seen)."""
+    model, d, x, z0, on, s = _drawn(np.random.default_rng(2))
+    g0 = model.geoms[0]
     st = init_state(x, model, d, [1, 2])._replace(z=(tf.constant(z0),), on=tf.constant(on),
                                                   s_top=tf.constant(s), gamma_s=tf.constant(0.25))
     true = st._replace(resid=residual(st, x, model))
@@ -99,3 +104,17 @@ def test_the_true_state_is_more_probable_than_its_maps_shuffled():
         return evidence.collapsed_log_prob(state._replace(resid=residual(state, x, model, m)), x, model, m)
     np.testing.assert_allclose(score(moved, mask), score(true, mask), rtol=1e-12)
     assert np.all(score(moved) != a)
+
+
+def test_posterior_gain_scores_the_chain_twice_and_repeats():
+    """On images drawn from a known model, from every top unit off: the state 6 sweeps
+    past the first is more probable in most images (the first sweep switches on what
+    later sweeps prune); the same seed gives the same figures; another seed others."""
+    model, d, x, *_ = _drawn(np.random.default_rng(4), n=6)
+    layers = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 1}]
+    kw = dict(sweeps=1, more_sweeps=6, gamma_s=0.25, gamma_e_init=400.0)
+    a = evidence.posterior_gain(x, d, layers, seed=3, **kw)
+    assert a["images"] == 6 and a["sweeps"] == [1, 7] and len(a["top_units_on"]) == 2
+    assert a["fraction_more_probable"] >= 0.5 and a["median_log_prob_gain"] > 0, a
+    assert evidence.posterior_gain(x, d, layers, seed=3, **kw) == a
+    assert evidence.posterior_gain(x, d, layers, seed=5, **kw) != a

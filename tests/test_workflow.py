@@ -198,6 +198,10 @@ def test_smoke_end_to_end_tables(smoke_run):
             assert mix["chains"] == run_cfg["block"]["topdown_features"]["chains"] == 2, mix["chains"]
             # chains in two map orders: how far apart their features lie
             assert 0.0 < mix["half_distance"] < 2.0, mix["half_distance"]
+            # the posterior check: 8 images, the collected sweep(s), then 2 more
+            pc = mix["posterior_check"]
+            assert pc["images"] == 8 and pc["sweeps"] == [2, 4], pc
+            assert np.isfinite(pc["median_log_prob_gain"]) and 0.0 <= pc["fraction_more_probable"] <= 1.0
     block = next(l for l in md.splitlines() if l.startswith("| Our pretrained model, block"))
     mb = json.loads((repo / "results/mnist_smoke/pretrained_block_svm/metrics.json").read_text())
     assert mb["n_train"] == 300 and mb["n_test"] == 200

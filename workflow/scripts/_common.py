@@ -158,16 +158,20 @@ def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
 
 
 def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
-                           gamma_e_init: float, hyper: dict) -> dict:
+                           gamma_e_init: float, hyper: dict, check_seed: int | None = None) -> dict:
     """The test-time top-down chain (dgdm_tf.topdown.chain.infer_topdown) with the chain
     settings of a `topdown_features` block: the features of unsupervised_svm (refined
     model) and of pretrained_svm with `features.route: topdown` (pretrained layers).
     With two or more chains the result also holds 'half_distance'
     (dgdm_tf.mcmc.diagnostics.half_distance of the chains' features: the chains differ by
-    their map order, so it says how much the order decides the features)."""
+    their map order, so it says how much the order decides the features). With
+    ``check_seed`` and `posterior_check.images` > 0 it also holds 'posterior_check'
+    (dgdm_tf.topdown.evidence.posterior_gain on the first images: how much more probable
+    the chain's state gets in `posterior_check.sweeps` more sweeps)."""
     from dgdm_tf.mcmc import diagnostics as mixing
     from dgdm_tf.pretrain.ridge_start import RidgeStart
     from dgdm_tf.topdown import chain as deep_chain
+    from dgdm_tf.topdown import evidence
 
     chains = int(cfg["chains"])
     res = deep_chain.infer_topdown(
@@ -179,6 +183,21 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
         res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
         progress(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
                  "about 1.4: unrelated, 0: they agree)")
+    check = cfg["posterior_check"]
+    if check_seed is not None and int(check["images"]) > 0:
+        n = min(int(check["images"]), len(x))
+        progress(f"posterior check: {n} images, {int(cfg['burn_in']) + int(cfg['collect'])} sweeps, "
+                 f"then {int(check['sweeps'])} more")
+        res["posterior_check"] = evidence.posterior_gain(
+            x[:n], dictionaries, layers, seed=check_seed, sweeps=int(cfg["burn_in"]) + int(cfg["collect"]),
+            more_sweeps=int(check["sweeps"]), gamma_s=gamma_s, gamma_e_init=gamma_e_init, hyper=hyper,
+            scan=cfg["scan"], start=RidgeStart.from_config(cfg["start"]))
+        pc = res["posterior_check"]
+        progress(f"posterior check: {int(check['sweeps'])} more sweeps make the state more probable in "
+                 f"{100 * pc['fraction_more_probable']:.0f} % of the images, by a median of "
+                 f"e^{pc['median_log_prob_gain']:.0f}; top units on {pc['top_units_on'][0]:.3f} -> "
+                 f"{pc['top_units_on'][1]:.3f} (a large gain: the features are an early transient "
+                 "of the chain, docs/design.md, \"Where the posterior's mass is\")")
     return res
 
 

@@ -62,11 +62,14 @@ def layerwise(x, split):
 def topdown(x, split):
     """The top layer given the whole pretrained model: the chain of unsupervised_svm with
     the pretrained layers (gamma_s from the top layer's gamma_w, gamma_e from layer 1's)."""
+    check = seed_for(seed, ds, "posterior_check") if split == "train" else None
     res = topdown_chain_features(x, dictionaries, layers, tcfg,
                                  seed=seed_for(seed, ds, "features", split),
-                                 gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper)
+                                 gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
+                                 check_seed=check)
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
-                                                    "half_distance": res.get("half_distance")}
+                                                    "half_distance": res.get("half_distance"),
+                                                    "posterior_check": res.get("posterior_check")}
 
 
 infer = {"layerwise": layerwise, "topdown": topdown}[route]

@@ -31,7 +31,8 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
     res = topdown_chain_features(
         x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
-        gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper)
+        gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
+        check_seed=seed_for(seed, ds, "posterior_check") if split == "train" else None)
     if split == "train":
         diag = layer1_mixing(res["layer1_pooled"], x, layers[0]["dict_size"], layers[0]["pool"],
                              snakemake.output.activity_png,
@@ -39,6 +40,7 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                              f"{len(x)} train images")
         diag["chains"] = res["chains"]  # what was averaged: the smoke test reads it
         diag["half_distance"] = res.get("half_distance")  # how much the map order decides
+        diag["posterior_check"] = res.get("posterior_check")  # are the features a transient
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
 n_classes = len(d["class_names"]) if "class_names" in d else int(
     max(d["y_train"].max(), d["y_test"].max()) + 1)

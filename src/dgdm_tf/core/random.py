@@ -46,6 +46,7 @@ SALTS = {
     "topdown_chain_orders": 0xC4A1,  # the map orders of the test-time chains after the first (NumPy)
     "svm": 0x5F3,  # the Bayesian SVM's stream from an integer seed
     "feature_chains": 0x5EED,  # layer-wise feature chains after the first (plus the chain's index)
+    "posterior_check": 0xC4EC,  # the top-down features' posterior check (topdown.evidence)
 }
 
 

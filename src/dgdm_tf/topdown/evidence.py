@@ -20,8 +20,10 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core import random
 from dgdm_tf.core.model import DeepModel, layer_inputs, unseen_blocks
-from dgdm_tf.topdown.state import DeepState, dense_z, take_images
+from dgdm_tf.topdown.state import DeepState, dense_z, init_state, take_images
+from dgdm_tf.topdown.sweep import make_sweep_fn
 
 #: log gamma_e from 1e-2 to 1e9; the integrand's width in log gamma_e is about
 #: sqrt(2 / pixels) (0.05 at MNIST), so the step (0.01) resolves it
@@ -120,3 +122,31 @@ def collapsed_log_prob(state: DeepState, x, model: DeepModel, mask=None) -> np.n
         lp += log_beta_binomial(on.reshape(-1, on.shape[-1]).T, pa, pb)
         out[i] = lp
     return out
+
+
+def posterior_gain(x, dictionaries, layers, *, seed: int, sweeps: int, more_sweeps: int, gamma_s: float,
+                   gamma_e_init: float, hyper=None, scan: str = "fixed", start=None) -> dict:
+    """How far a test-time chain's collected state lies from where the chain is going:
+    one chain of :func:`dgdm_tf.topdown.chain.infer_topdown`'s kind (D and gamma_s held;
+    an integer ``seed``) on images ``x``, its state after ``sweeps`` sweeps and after
+    ``more_sweeps`` more, each scored by :func:`collapsed_log_prob`. Returns the median log-probability gain
+    per image, the fraction of images whose later state is more probable, and the top
+    units on in each. A large gain says the collected state is a transient: an exact
+    chain run on leaves it for far more probable states."""
+    x = np.asarray(x, np.float32)
+    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(
+        [int(np.shape(d)[-1]) for d in dictionaries])
+    st = init_state(x, model, dictionaries, random.salted(seed, "posterior_check", tf.int32),
+                    gamma_e_init=gamma_e_init, gamma_s_init=gamma_s, start=start)
+    fn = make_sweep_fn(model, update_globals=False)
+    xt = tf.constant(x)
+    scores, on = [], []
+    for n_sweeps in (int(sweeps), int(more_sweeps)):
+        for _ in range(n_sweeps):
+            st, _ = fn(st, xt)
+        scores.append(collapsed_log_prob(st, x, model))
+        on.append(float(np.mean(np.asarray(st.on))))
+    gain = scores[1] - scores[0]
+    return {"images": len(x), "sweeps": [int(sweeps), int(sweeps) + int(more_sweeps)],
+            "median_log_prob_gain": float(np.median(gain)),
+            "fraction_more_probable": float(np.mean(gain > 0)), "top_units_on": on}
