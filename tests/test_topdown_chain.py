@@ -229,3 +229,20 @@ def test_refinement_refuses_bad_input():
     with pytest.raises(ValueError, match="pool"):
         refine.run_refine(x, d_true, [LAYERS[0], dict(LAYERS[1], pool=2)], seed=0,
                               burn_in=1, collect=1, progress=None)
+
+
+def test_chain_states_are_one_chain_kept_at_the_sweeps_asked():
+    """chain_states keeps the states of one chain: asking for sweeps {0, 1, 3} or {3}
+    gives the same state at 3 (one chain, not one per sweep), the same seed repeats it,
+    another seed does not, and each kept state's residual is its own image's."""
+    model, d, x = _draw(6, seed=5, noise=0.02)
+    kw = dict(gamma_s=0.25, gamma_e_init=1000.0)
+    m, some = deep_chain.chain_states(x, d, LAYERS, seed=[3, 4], sweeps=[0, 1, 3], **kw)
+    assert sorted(some) == [0, 1, 3] and not np.asarray(some[0].on).any()  # the start: every top unit off
+    _, late = deep_chain.chain_states(x, d, LAYERS, seed=[3, 4], sweeps=[3], **kw)
+    _, other = deep_chain.chain_states(x, d, LAYERS, seed=[3, 5], sweeps=[3], **kw)
+    for f in ("s_top", "on", "gamma_e", "resid"):
+        np.testing.assert_array_equal(np.asarray(getattr(late[3], f)), np.asarray(getattr(some[3], f)))
+    assert not np.array_equal(np.asarray(other[3].s_top), np.asarray(late[3].s_top))
+    from dgdm_tf.topdown.state import residual
+    np.testing.assert_allclose(np.asarray(some[3].resid), np.asarray(residual(some[3], x, m)), atol=1e-4)

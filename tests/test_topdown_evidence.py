@@ -104,6 +104,10 @@ def test_the_true_state_is_more_probable_than_its_maps_shuffled():
         return evidence.collapsed_log_prob(state._replace(resid=residual(state, x, model, m)), x, model, m)
     np.testing.assert_allclose(score(moved, mask), score(true, mask), rtol=1e-12)
     assert np.all(score(moved) != a)
+    # a state whose residual belongs to other units (stale) is refused, mask or not
+    for m in (None, mask):
+        with pytest.raises(ValueError, match="residual"):
+            evidence.collapsed_log_prob(shuffled._replace(resid=true.resid), x, model, m)
 
 
 def test_posterior_gain_scores_the_chain_twice_and_repeats():

@@ -13,11 +13,7 @@ For each image and start it prints, after the same sweeps, the log density of th
 state given the observed pixels up to a constant shared by all starts,
 log p(x_obs, state) = fit + codes (``dgdm_tf.topdown.sweep.log_joint_terms``; the
 dictionaries and gamma_s are the same in every start), averaged over the collected
-sweeps, and the hidden-half PSNR of the workflow's estimator. The layer-1 blocks whose
-whole footprint is hidden touch no observed pixel, so their Z sums out of
-p(x_obs, state) exactly (their states' log theta leave ``codes``): ``marginal`` is the
-log density of the rest of the state, which is what the estimator reads (it takes
-E[Z | theta] for those blocks).
+sweeps, and the hidden-half PSNR of the workflow's estimator.
 
 Densities over theta and pi (Dirichlet and Beta priors with parameters below one, whose
 densities are unbounded at the simplex's edges) and over a varying number of slab
@@ -34,7 +30,6 @@ posterior itself prefers the worse extrapolation (a model problem).
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 import _chain as C
 from _fills import fill
@@ -80,15 +75,11 @@ print(f"model {name}, {n} images, {burn_in} + {collect} masked sweeps per start;
       f"starts: {s0} sweeps on the filled / whole image ({sec_k:.0f} / {sec_o:.0f} s)", flush=True)
 out = {}
 for label, start in starts.items():
-    acc = {"fit": 0.0, "codes": 0.0, "marginal": 0.0}
+    acc = {"fit": 0.0, "codes": 0.0}
 
     def on_sweep(t, before, after, stats, model, acc=acc):
         if t >= burn_in:
             terms = {k: np.asarray(v) for k, v in log_joint_terms(after, xm, model, mask).items()}
-            z = tf.transpose(after.z[0], [0, 3, 1, 2])  # N, K, nbh, nbw
-            lt = tf.gather(after.log_theta[0], z, batch_dims=2).numpy()
-            hidden_z = np.where(C.unseen_blocks(mask, model)[:, None], lt, 0.0).sum((1, 2, 3))
-            terms["marginal"] = terms["fit"] + terms["codes"] - hidden_z
             for k in acc:
                 acc[k] = acc[k] + terms[k] / collect
     recs, st, sec, model = C.run(x, mask, dicts, LAYERS, seed=seed, burn_in=burn_in, collect=collect,
@@ -102,11 +93,11 @@ for label, start in starts.items():
     print(f"{label:7s}: hidden PSNR {o['pooled']:6.2f} dB | log p(x_obs, state) per image: mean "
           f"{np.mean(o['fit'] + o['codes']):9.1f} (fit {np.mean(o['fit']):9.1f}, codes "
           f"{np.mean(o['codes']):9.1f}) | gamma_e median {o['gamma_e']:8.0f} | top units on "
-          f"{o['on']:.3f} | marginal {np.mean(o['marginal']):9.1f} | collapsed (last state) "
+          f"{o['on']:.3f} | collapsed (last state) "
           f"{np.mean(o['collapsed']):9.1f} | {sec:.0f} s", flush=True)
 
 base = out["ridge"]
-for what in ("joint", "marginal", "collapsed"):
+for what in ("joint", "collapsed"):
     print(f"\nper image, each start against the rule's (ridge); log p = the {what}:")
     print("start    images where log p is higher   median difference in log p   images where PSNR is higher"
           "   median PSNR difference   corr(diff log p, diff PSNR)")

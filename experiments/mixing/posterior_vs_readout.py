@@ -27,32 +27,22 @@ import time
 
 import numpy as np
 
-from dgdm_tf.core.model import DeepModel
-from dgdm_tf.topdown.chain import chain_permutations, permute_maps
+from dgdm_tf.topdown.chain import chain_permutations, chain_states, permute_maps
 from dgdm_tf.topdown.evidence import collapsed_log_prob
-from dgdm_tf.topdown.state import init_state
-from dgdm_tf.topdown.sweep import make_sweep_fn
 from _subsets import pretrained_row, read_chain_averages, row_chain_features, topdown_start
 
 root, n = sys.argv[1], int(sys.argv[2])
 longer = [int(v) for v in (sys.argv[3] if len(sys.argv) > 3 else "4,16").split(",")]
-resolved, z, ds, x, y, _, xt, _ = topdown_start(root, n)
+resolved, z, ds, x, y, *_ = topdown_start(root, n)
 layers = resolved["block"]["model"]["layers"]
 ks = [int(d.shape[-1]) for d in ds]
 ge, gs = float(np.mean(z[0]["gamma_e"])), float(z[-1]["gamma_w"])
 
 
 def run(scan: str, dicts, sweeps: list[int]):
-    """{sweeps: state} of one chain from the row's start."""
-    model = DeepModel(x["train"].shape[1:], layers, None, scan=scan).with_ks(ks)
-    st = init_state(x["train"], model, dicts, [0, 1], gamma_e_init=ge, gamma_s_init=gs)
-    fn = make_sweep_fn(model, update_globals=False)
-    out = {}
-    for t in range(1, max(sweeps) + 1):
-        st, _ = fn(st, xt)
-        if t in sweeps:
-            out[t] = st
-    return model, out
+    """(model, {sweeps: state}) of one chain from the row's start."""
+    return chain_states(x["train"], dicts, layers, seed=[0, 1], sweeps=sweeps, gamma_s=gs, gamma_e_init=ge,
+                        scan=scan)
 
 
 routes = {}

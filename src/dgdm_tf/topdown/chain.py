@@ -151,6 +151,30 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     return out
 
 
+def chain_states(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *, seed,
+                 sweeps: Sequence[int], gamma_s: float, gamma_e_init: float | None = None,
+                 hyper: dict | None = None, scan: str = "fixed", start=None) -> tuple[DeepModel, dict]:
+    """One chain of :func:`infer_topdown`'s kind on all of ``x`` at once (every
+    dictionary and gamma_s held), from stateless ``seed`` (a shape-(2,) seed): returns
+    (model, {t: the state after t sweeps} for each t in ``sweeps``). For the diagnostics
+    that score the states themselves (:mod:`dgdm_tf.topdown.evidence`) rather than
+    average them."""
+    x = np.asarray(x, np.float32)
+    check_finite("inference input x", x)
+    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(
+        [int(np.shape(d)[-1]) for d in dictionaries])
+    st = init_state(x, model, dictionaries, seed, gamma_e_init=gamma_e_init, gamma_s_init=gamma_s, start=start)
+    fn = make_sweep_fn(model, update_globals=False)
+    xt = tf.constant(x)
+    keep = {int(t) for t in sweeps}
+    out = {0: st} if 0 in keep else {}
+    for t in range(1, max(keep, default=0) + 1):
+        st, _ = fn(st, xt)
+        if t in keep:
+            out[t] = st
+    return model, out
+
+
 def missing_mask(shape, kind: str, *, fraction: float = 0.5, block: int = 8, seed: int = 0) -> np.ndarray:
     """1 = observed. ``half``: the bottom half of every image hidden (the paper's figure);
     ``pixels``: each pixel hidden with probability ``fraction``; ``blocks``: one random

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.model import DeepModel, layer_inputs, unseen_blocks
-from dgdm_tf.topdown.state import DeepState, dense_z, init_state, take_images
-from dgdm_tf.topdown.sweep import make_sweep_fn
+from dgdm_tf.topdown.chain import chain_states
+from dgdm_tf.topdown.state import DeepState, dense_z, take_images
 
 #: log gamma_e from 1e-2 to 1e9; the integrand's width in log gamma_e is about
 #: sqrt(2 / pixels) (0.05 at MNIST), so the step (0.01) resolves it
@@ -108,10 +108,14 @@ def collapsed_log_prob(state: DeepState, x, model: DeepModel, mask=None) -> np.n
     for i in range(n):
         units, f = unit_images(state, model, i)
         w = np.asarray(state.s_top[i])[units[:, 0], units[:, 1], units[:, 2]] if len(units) else np.zeros(0)
-        x_hat = np.tensordot(w, f, 1) if len(units) else 0.0
-        recon = x[i] - np.asarray(state.resid[i]) if mask is None else None
-        if recon is not None and np.max(np.abs(x_hat - recon)) > 1e-3 * max(1.0, np.max(np.abs(recon))):
-            raise AssertionError("the state's residual is not x minus its top units' images")
+        # the score reads Z and on from the state and x from the caller: a residual that
+        # does not match says the two disagree (a stale state, or another image)
+        x_hat = np.tensordot(w, f, 1) if len(units) else np.zeros_like(x[i])
+        recon = (x[i] - np.asarray(state.resid[i]))[obs[i]]
+        if np.max(np.abs(x_hat[obs[i]] - recon), initial=0.0) > 1e-3 * max(1.0, np.max(np.abs(recon), initial=0.0)):
+            raise ValueError(f"image {i}: the state's residual is not x minus its top units' images on the "
+                             "observed pixels; score the state with the images (and mask) its chain ran on, "
+                             "after its residual was rebuilt (topdown.state.residual)")
         f_obs = f.reshape(len(f), -1)[:, obs[i].ravel()].astype(np.float64)
         lp = log_evidence(f_obs, x[i][obs[i]], gs, h.a_e, h.b_e)
         for l, g in enumerate(model.geoms[:-1]):
@@ -134,19 +138,13 @@ def posterior_gain(x, dictionaries, layers, *, seed: int, sweeps: int, more_swee
     units on in each. A large gain says the collected state is a transient: an exact
     chain run on leaves it for far more probable states."""
     x = np.asarray(x, np.float32)
-    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(
-        [int(np.shape(d)[-1]) for d in dictionaries])
-    st = init_state(x, model, dictionaries, random.salted(seed, "posterior_check", tf.int32),
-                    gamma_e_init=gamma_e_init, gamma_s_init=gamma_s, start=start)
-    fn = make_sweep_fn(model, update_globals=False)
-    xt = tf.constant(x)
-    scores, on = [], []
-    for n_sweeps in (int(sweeps), int(more_sweeps)):
-        for _ in range(n_sweeps):
-            st, _ = fn(st, xt)
-        scores.append(collapsed_log_prob(st, x, model))
-        on.append(float(np.mean(np.asarray(st.on))))
+    first, last = int(sweeps), int(sweeps) + int(more_sweeps)
+    model, states = chain_states(x, dictionaries, layers, seed=random.salted(seed, "posterior_check", tf.int32),
+                                 sweeps=[first, last], gamma_s=gamma_s, gamma_e_init=gamma_e_init, hyper=hyper,
+                                 scan=scan, start=start)
+    scores = [collapsed_log_prob(states[t], x, model) for t in (first, last)]
+    on = [float(np.mean(np.asarray(states[t].on))) for t in (first, last)]
     gain = scores[1] - scores[0]
-    return {"images": len(x), "sweeps": [int(sweeps), int(sweeps) + int(more_sweeps)],
+    return {"images": len(x), "sweeps": [first, last],
             "median_log_prob_gain": float(np.median(gain)),
             "fraction_more_probable": float(np.mean(gain > 0)), "top_units_on": on}
