@@ -89,6 +89,13 @@ def test_the_true_state_is_more_probable_than_its_maps_shuffled():
     a = evidence.collapsed_log_prob(true, x, model)
     b = evidence.collapsed_log_prob(shuffled, x, model)
     assert np.all(a > b + 10.0), (a, b)
+    # the factors sum to the score; another prior on pi moves the 'on' factor alone
+    terms = evidence.collapsed_log_prob_terms(true, x, model)
+    np.testing.assert_array_equal(terms["fit"] + terms["codes"] + terms["on"], a)
+    flat = evidence.collapsed_log_prob_terms(true, x, model, pi_prior=(1.0, 1.0))
+    for f in ("fit", "codes"):
+        np.testing.assert_array_equal(flat[f], terms[f])
+    assert np.all(flat["on"] != terms["on"])
     one = evidence.collapsed_log_prob(true._replace(
         **{f: (tuple(t[1:2] for t in getattr(true, f)) if isinstance(getattr(true, f), tuple)
                else getattr(true, f)[1:2]) for f in ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")}),

@@ -96,15 +96,26 @@ def unit_images(state: DeepState, model: DeepModel, i: int) -> tuple[np.ndarray,
 
 def collapsed_log_prob(state: DeepState, x, model: DeepModel, mask=None) -> np.ndarray:
     """(N,) log p(x_obs, Z of the blocks that see an observed pixel, on | D, gamma_s):
-    theta, pi, the top units' weights and gamma_e integrated out (module docstring)."""
+    theta, pi, the top units' weights and gamma_e integrated out (module docstring); the
+    sum of :func:`collapsed_log_prob_terms`."""
+    t = collapsed_log_prob_terms(state, x, model, mask)
+    return t["fit"] + t["codes"] + t["on"]
+
+
+def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, pi_prior=None) -> dict:
+    """:func:`collapsed_log_prob` by factor, each (N,): 'fit' log p(x_obs | Z, on, D,
+    gamma_s) (the Gaussian of the units that are on, gamma_e integrated), 'codes' log p(Z)
+    of the lower layers (Dirichlet-multinomial), 'on' log p(on) (beta-binomial, under
+    ``pi_prior`` = (a, b) if given, else the model's). Which factor a state gains in says
+    what makes it more probable."""
     x = np.asarray(x, np.float64)
     n = len(x)
     obs = np.ones(x.shape, bool) if mask is None else np.asarray(mask) > 0
     seen = [~u for u in unseen_blocks(obs.astype(np.float32), model)]
     h = model.hyper
     gs = float(state.gamma_s)
-    pa, pb = (float(v) for v in np.asarray(model.pi_prior))
-    out = np.zeros(n)
+    pa, pb = (float(v) for v in np.asarray(model.pi_prior if pi_prior is None else pi_prior))
+    out = {k: np.zeros(n) for k in ("fit", "codes", "on")}
     for i in range(n):
         units, f = unit_images(state, model, i)
         w = np.asarray(state.s_top[i])[units[:, 0], units[:, 1], units[:, 2]] if len(units) else np.zeros(0)
@@ -117,14 +128,13 @@ def collapsed_log_prob(state: DeepState, x, model: DeepModel, mask=None) -> np.n
                              "observed pixels; score the state with the images (and mask) its chain ran on, "
                              "after its residual was rebuilt (topdown.state.residual)")
         f_obs = f.reshape(len(f), -1)[:, obs[i].ravel()].astype(np.float64)
-        lp = log_evidence(f_obs, x[i][obs[i]], gs, h.a_e, h.b_e)
+        out["fit"][i] = log_evidence(f_obs, x[i][obs[i]], gs, h.a_e, h.b_e)
         for l, g in enumerate(model.geoms[:-1]):
             z = np.asarray(state.z[l][i])  # nbh, nbw, K: each block's state
             counts = np.stack([((z == s) & seen[l][i][..., None]).sum((0, 1)) for s in range(g.n_states)], -1)
-            lp += log_dirichlet_multinomial(counts, np.asarray(model.alpha[l]))
+            out["codes"][i] += log_dirichlet_multinomial(counts, np.asarray(model.alpha[l]))
         on = np.asarray(state.on[i]) > 0
-        lp += log_beta_binomial(on.reshape(-1, on.shape[-1]).T, pa, pb)
-        out[i] = lp
+        out["on"][i] = log_beta_binomial(on.reshape(-1, on.shape[-1]).T, pa, pb)
     return out
 
 
