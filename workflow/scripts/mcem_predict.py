@@ -41,14 +41,14 @@ data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(sna
                 n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
 
-scores, labels, infer_seconds, fn_cache = [], [], 0.0, {}
+scores, labels, infer_seconds = [], [], 0.0
 for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
     res = classify(x, models, mean, std, layers, route="mcem",
                    seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))],
                    burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
                    batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
                    rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                   scan=mcfg["scan"], fn_cache=fn_cache)
+                   scan=mcfg["scan"])
     infer_seconds += res.seconds
     scores.append(res.scores)
     labels.append(np.asarray(y))

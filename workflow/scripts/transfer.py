@@ -40,7 +40,7 @@ n_classes = int(summary["n_classes"])
 progress(f"{ds}: transfer from {snakemake.params.source}: {summary['n_train']} training / "
          f"{summary['n_test']} test images at {size}x{size}, {n_classes} classes")
 
-feats, fn_cache = {}, {}
+feats = {}
 for split in ("train", "test"):
     x = d[f"x_{split}"]
     if tcfg[f"n_{split}"] is not None:
@@ -49,7 +49,7 @@ for split in ("train", "test"):
         x, dictionaries, layers, seed=seed_for(seed, ds, "transfer", split),
         burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
         batch_size=int(tcfg["batch_size"]), gamma_s=float(snakemake.params.gamma_s),
-        scan=snakemake.params.scan, progress=progress, fn_cache=fn_cache)
+        scan=snakemake.params.scan, progress=progress)
     feats[split] = res["features"]
 y_train = d["y_train"][: len(feats["train"])]
 y_test = d["y_test"][: len(feats["test"])]

@@ -84,11 +84,10 @@ def measure(spec: dict) -> dict:
                iterations=int(spec.get("infer_iterations", 4)), batch_size=b, gamma_s=1.0,
                progress=None)
     note(f"{its} timed iterations: {steady:.1f} s each")
-    cache: dict = {}
-    deep_mcem.infer_map(xi, d, spec["layers"], fn_cache=cache, **ikw)  # trace
+    deep_mcem.infer_map(xi, d, spec["layers"], **ikw)  # trace
     note("inference traced")
     t0 = time.perf_counter()
-    deep_mcem.infer_map(x[b: 3 * b] if n >= 3 * b else xi, d, spec["layers"], fn_cache=cache, **ikw)
+    deep_mcem.infer_map(x[b: 3 * b] if n >= 3 * b else xi, d, spec["layers"], **ikw)
     n_inf = min(2 * b, n - b) if n >= 3 * b else b
     infer = time.perf_counter() - t0
     return {"name": spec["name"], "image_shape": "x".join(map(str, shape)),

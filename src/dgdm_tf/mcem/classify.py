@@ -41,7 +41,7 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
              route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
              collect: int | None = None, chains: int = 1, iterations: int | None = None,
              rmsprop: dict | None = None, gamma_e_init: float | None = None,
-             hyper: dict | None = None, scan: str, fn_cache: dict | None = None,
+             hyper: dict | None = None, scan: str,
              progress: Callable[[str], None] | None = None) -> Classified:
     """The decision values of ``x`` under each of ``models`` ((dictionaries, beta (C, F+1))
     pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
@@ -62,7 +62,7 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
         if route == "mcem":
             res = infer_map(x, dictionaries, layers, seed=seeds[j], iterations=int(iterations),
                             rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
-                            rmsprop_steps=int(rmsprop["steps"]), fn_cache=fn_cache, **common)
+                            rmsprop_steps=int(rmsprop["steps"]), **common)
             q_traces.append([float(q) for q in res["q_trace"]])
             s_top = res["features"]
         else:
@@ -95,4 +95,4 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
                     iterations=int(predict["iterations"]), batch_size=int(predict["batch_size"]),
                     rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
                     gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,
-                    fn_cache={}, progress=progress)
+                    progress=progress)

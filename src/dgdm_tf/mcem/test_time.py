@@ -26,7 +26,6 @@ MAP search starts inside the posterior's bulk.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Callable, Sequence
 
@@ -157,16 +156,15 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
               seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
               gamma_e_init: float | None = None, hyper: dict | None = None,
               rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              scan: str = "random", progress: Callable[[str], None] | None = print,
-              fn_cache: dict | None = None) -> dict:
+              scan: str = "random", progress: Callable[[str], None] | None = print) -> dict:
     """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
     dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
 
     Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'q_trace':
     (iterations,) mean Q per image after each iteration, 'seconds'}. Batch b is seeded
     by fold-in of (seed, b): results do not depend on the batches before it.
-    ``fn_cache``: a dict shared across calls (other dictionaries of the same shapes, other
-    images) so that the compiled sweep and iteration are traced once, not per call.
+    The compiled sweep and iteration are shared by every call on an equal model
+    (:func:`dgdm_tf.core.compiled.cached_builder`): traced once per shape, not per call.
     ``scan``: the visiting order of the Gibbs sweeps and E-steps (:class:`DeepModel`); the
     M-step's coordinate ascent keeps index order.
     """
@@ -177,11 +175,8 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
-    cache = fn_cache if fn_cache is not None else {}
-    key = (tuple(x.shape[1:]), json.dumps([dict(l) for l in layers], sort_keys=True), tuple(ks),
-           json.dumps(hyper, sort_keys=True, default=str), rmsprop_lr, rmsprop_decay, rmsprop_steps,
-           scan)
-    gibbs_fns, mcem_fns = cache.setdefault(key, ({}, {}))
+    gibbs_fn = make_sweep_fn(model, update_globals=False)
+    mcem_fn = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay, steps=rmsprop_steps)
     feats, q_sum = [], np.zeros(iterations)
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
@@ -193,19 +188,15 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         xb = tf.constant(np.resize(real, (batch_size, *real.shape[1:])) if n_real < batch_size
                          else real)
         nb = int(xb.shape[0])
-        if nb not in gibbs_fns:
-            gibbs_fns[nb] = make_sweep_fn(model, update_globals=False)
-            mcem_fns[nb] = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay,
-                                             steps=rmsprop_steps)
         bseed = random.fold(random.salted(seed, "map_batch", tf.int32), b0 // batch_size)
         st = init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
                         gamma_s_init=gamma_s)
         for _ in range(burn_in):
-            st, _ = gibbs_fns[nb](st, xb)
+            st, _ = gibbs_fn(st, xb)
         w = st.s_top
         v = tf.zeros_like(w)
         for t in range(iterations):
-            st, w, v, _, q = mcem_fns[nb](st, w, v, xb)
+            st, w, v, _, q = mcem_fn(st, w, v, xb)
             q_sum[t] += float(tf.reduce_sum(q[:n_real]))
         f = np.asarray(st.s_top).reshape(nb, -1)[:n_real]
         check_finite("MAP top-layer features", f)
