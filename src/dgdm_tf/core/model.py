@@ -421,9 +421,9 @@ def images_given_top(model: DeepModel, d: Sequence[tf.Tensor], s_top: tf.Tensor,
     zd = []
     for l, g in enumerate(model.geoms[:-1]):
         probs = tf.broadcast_to(tf.constant(theta[l], tf.float32), [m, g.k, g.n_states])
-        if unpooling == "mean":
-            zd.append(soft_indicators(tf.zeros([m, g.nbh, g.nbw, g.k], tf.int32), g, probs,
-                                      tf.ones([m, g.nbh, g.nbw], tf.bool)))
+        if unpooling == "mean":  # every block at E[Z | theta]: its position probabilities
+            zd.append(indicator_map(tf.broadcast_to(probs[:, None, None, :, : g.p * g.p],
+                                                    [m, g.nbh, g.nbw, g.k, g.p * g.p]), g))
         else:
             logits = tf.math.log(tf.maximum(tf.reshape(
                 tf.broadcast_to(probs[:, None, None], [m, g.nbh, g.nbw, g.k, g.n_states]),
