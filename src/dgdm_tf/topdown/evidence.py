@@ -115,14 +115,16 @@ def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, p
     h = model.hyper
     gs = float(state.gamma_s)
     pa, pb = (float(v) for v in np.asarray(model.pi_prior if pi_prior is None else pi_prior))
+    resid, s_top, on_all = np.asarray(state.resid), np.asarray(state.s_top), np.asarray(state.on) > 0
+    zs = [np.asarray(z) for z in state.z]
     out = {k: np.zeros(n) for k in ("fit", "codes", "on")}
     for i in range(n):
         units, f = unit_images(state, model, i)
-        w = np.asarray(state.s_top[i])[units[:, 0], units[:, 1], units[:, 2]] if len(units) else np.zeros(0)
+        w = s_top[i][units[:, 0], units[:, 1], units[:, 2]] if len(units) else np.zeros(0)
         # the score reads Z and on from the state and x from the caller: a residual that
         # does not match says the two disagree (a stale state, or another image)
         x_hat = np.tensordot(w, f, 1) if len(units) else np.zeros_like(x[i])
-        recon = (x[i] - np.asarray(state.resid[i]))[obs[i]]
+        recon = (x[i] - resid[i])[obs[i]]
         if np.max(np.abs(x_hat[obs[i]] - recon), initial=0.0) > 1e-3 * max(1.0, np.max(np.abs(recon), initial=0.0)):
             raise ValueError(f"image {i}: the state's residual is not x minus its top units' images on the "
                              "observed pixels; score the state with the images (and mask) its chain ran on, "
@@ -130,11 +132,10 @@ def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, p
         f_obs = f.reshape(len(f), -1)[:, obs[i].ravel()].astype(np.float64)
         out["fit"][i] = log_evidence(f_obs, x[i][obs[i]], gs, h.a_e, h.b_e)
         for l, g in enumerate(model.geoms[:-1]):
-            z = np.asarray(state.z[l][i])  # nbh, nbw, K: each block's state
+            z = zs[l][i]  # nbh, nbw, K: each block's state
             counts = np.stack([((z == s) & seen[l][i][..., None]).sum((0, 1)) for s in range(g.n_states)], -1)
             out["codes"][i] += log_dirichlet_multinomial(counts, np.asarray(model.alpha[l]))
-        on = np.asarray(state.on[i]) > 0
-        out["on"][i] = log_beta_binomial(on.reshape(-1, on.shape[-1]).T, pa, pb)
+        out["on"][i] = log_beta_binomial(on_all[i].reshape(-1, on_all.shape[-1]).T, pa, pb)
     return out
 
 
