@@ -224,6 +224,12 @@ def test_smoke_benchmarks(smoke_run):
     # one row per layer and configured compilation mode (smoke: graph only) at the one batch size
     assert len(sweeps) == 2 * 1
     assert sorted(sweeps["jit_compile"].astype(str)) == ["False", "False"]
+    # the smoke model's schedule projected to the full data set, from kernels measured here
+    assert "## Projected wall time of `config/smoke.yaml`'s rows" in md
+    proj = pd.read_csv(repo / "results" / "benchmarks" / "projection.csv")
+    assert set(proj["dataset"]) == {"mnist_smoke"}
+    assert (proj["cpu_hours"] > 0).all() and (proj["gpu_hours"] > 0).all()
+    assert "refinement sweep" in set(proj["kernel"]) and "SVM Gibbs iteration" in set(proj["kernel"])
 
 
 @pytest.mark.slow

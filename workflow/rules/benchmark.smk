@@ -118,6 +118,29 @@ rule benchmark_mcem:
         "../scripts/benchmark_mcem.py"
 
 
+rule benchmark_projection:
+    """The wall time of benchmark.projection.config's rows (config/paper.yaml), projected
+    from kernels measured at each dataset's shapes (dgdm_tf.bench.projection)."""
+    input:
+        config=config["benchmark"]["projection"]["config"],
+    output:
+        "results/benchmarks/projection.csv",
+    params:
+        projection=config["benchmark"]["projection"],
+        schema=str(Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"),
+        sweeps=config["benchmark"]["sweeps"],
+        seed=config["seed"],
+    log:
+        "results/logs/benchmark_projection/benchmark_projection.log",
+    benchmark:
+        "results/benchmarks/rules/benchmark_projection/benchmark_projection.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("benchmark_projection"),
+    script:
+        "../scripts/benchmark_projection.py"
+
+
 rule benchmark_stream:
     """Batched pretraining's peak memory and speed against the data set's size
     (benchmark.stream_images), each size in its own process (dgdm_tf.bench.stream)."""
@@ -157,6 +180,8 @@ rule benchmarks:
         tables="results/tables.md",
         mcem=["results/benchmarks/mcem.csv"] if config["benchmark"]["mcem_shapes"] else [],
         stream=["results/benchmarks/stream.csv"] if config["benchmark"]["stream_images"] else [],
+        projection=(["results/benchmarks/projection.csv"]
+                    if config["benchmark"]["projection"]["datasets"] else []),
     output:
         md=report(
             "results/benchmarks.md",

@@ -141,6 +141,21 @@ def prepared_image_shape(prepared_npz) -> tuple[int, int, int]:
         return tuple(int(s) for s in header(fh)[0][1:])
 
 
+def machine_rows_csv(rows: list[dict], csv_path) -> None:
+    """``rows`` with this machine's description in ``machine_*`` columns, written to
+    ``csv_path`` atomically."""
+    import pandas as pd
+
+    from dgdm_tf.bench.timing import machine_info
+    from dgdm_tf.io import atomic as atomic_io
+
+    df = pd.DataFrame(rows)
+    for k, v in machine_info().items():
+        df[f"machine_{k}"] = str(v)
+    with atomic_io.atomic_path(csv_path) as tmp:
+        df.to_csv(tmp, index=False)
+
+
 def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
     """One row per spec from ``run`` (a benchmark that runs each spec in its own
     process), logged as it comes, then written to ``csv_path`` atomically."""

@@ -1,18 +1,13 @@
 """rule benchmark_refine: the top-down sampler's sweeps and steps against the floor of
 one generative + adjoint pass of the whole model (dgdm_tf.bench.sweeps.benchmark_refine)."""
 
-from _common import plain, progress, start
+from _common import machine_rows_csv, plain, progress, start
 
 start(snakemake, tensorflow=True)
 
 import json  # noqa: E402
 
-import pandas as pd  # noqa: E402
-
-from dgdm_tf.io import atomic as atomic_io  # noqa: E402
-
 from dgdm_tf.bench.sweeps import benchmark_refine
-from dgdm_tf.bench.timing import machine_info
 
 bcfg = plain(snakemake.params.benchmark)
 with open(snakemake.input.summary) as f:
@@ -27,9 +22,5 @@ for b in bcfg["refine_batch_sizes"]:
     for r in res:
         progress(f"  {r}")
         rows.append(dict(r, dataset=snakemake.params.dataset))
-df = pd.DataFrame(rows)
-for k, v in machine_info().items():
-    df[f"machine_{k}"] = str(v)
-with atomic_io.atomic_path(snakemake.output[0]) as tmp:
-    df.to_csv(tmp, index=False)
+machine_rows_csv(rows, snakemake.output[0])
 progress("done")

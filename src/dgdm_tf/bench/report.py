@@ -102,7 +102,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
                          jobs: pd.DataFrame, scaling_png: str,
                          refine: pd.DataFrame | None = None,
                          mcem: pd.DataFrame | None = None,
-                         stream: pd.DataFrame | None = None) -> str:
+                         stream: pd.DataFrame | None = None,
+                         projection: pd.DataFrame | None = None) -> str:
     """``results/benchmarks.md``. ``time_to_acc``:
     :func:`dgdm_tf.bench.time_to_accuracy.time_to_accuracy` rows with a ``dataset`` key (or
     a ``dataset`` + ``missing`` note where a run is missing); ``cnn_runs``: the CNN runs'
@@ -202,6 +203,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             md_table(stream),
             "",
         ]
+    if projection is not None and len(projection):
+        md += projection_lines(projection)
     md += [
         "## How cost grows with work",
         "",
@@ -265,3 +268,40 @@ def _time_to_acc_lines(rows: list[dict]) -> list[str]:
                    f"{format_seconds(r['cnn_seconds'])} of training: ratio "
                    f"{r['ratio']:.3g}.")
     return (out or ["No dataset has both a `pretrained_svm` and a `cnn` run."]) + [""]
+
+
+def projection_lines(projection: pd.DataFrame) -> list[str]:
+    """The section of :func:`dgdm_tf.bench.projection.project`'s rows: per stage, then
+    per row and dataset."""
+    p = projection
+    speed = ", ".join(f"{ds} {g:.0f}x" for ds, g in p.groupby("dataset", sort=False)["gpu_speedup"].first().items())
+    source = f"`{p['config'].iloc[0]}`" if "config" in p.columns else "the projected config"
+    md = [
+        f"## Projected wall time of {source}'s rows",
+        "",
+        "Each stage runs a kernel over N images for P passes as the projected config sets "
+        "them; the kernels were measured here at each dataset's shapes on random inputs "
+        "(`dgdm_tf.bench.projection`), costing a + b N seconds a pass (a = 0 for the "
+        "samplers; fitted for the SVM's Gibbs iteration). On this machine "
+        "T = sum P (a + b N). On one GPU, from two assumptions (benchmark.projection: "
+        "gpu_macs_per_s, gpu_step_latency_s; no GPU was measured): "
+        "T = sum P max((a + b N) / R, ceil(N / B) q lam), with R the assumed rate over "
+        f"this CPU's measured rate on the floor's convolutions ({speed}), q the kernel's "
+        "sequential steps a pass, lam the latency of one, B the stage's batch.",
+        "",
+    ]
+    totals = (p.groupby(["dataset", "row"], sort=False)[["cpu_hours", "gpu_hours"]].sum()
+              .reset_index())
+    totals = pd.concat([totals, p.groupby("dataset", sort=False)[["cpu_hours", "gpu_hours"]].sum()
+                        .reset_index().assign(row="all rows, one after another")])
+    totals = totals.assign(cpu_days=totals["cpu_hours"] / 24, gpu_days=totals["gpu_hours"] / 24)
+    md += [md_table(totals[["dataset", "row", "cpu_hours", "cpu_days", "gpu_hours", "gpu_days"]]), ""]
+    cols = ["dataset", "row", "stage", "kernel", "images", "passes", "batch", "measured_at",
+            "cpu_s_per_pass", "cpu_hours", "q", "gpu_hours", "gpu_bound"]
+    md += [md_table(p[[c for c in cols if c in p.columns]]), ""]
+    left = [f"{ds}: {v}" for ds, v in p.groupby("dataset", sort=False)["left_out"].first().items()
+            if isinstance(v, str) and v]
+    if left:
+        md += ["Not projected (one pass over the data, or their own benchmarks): " + "; ".join(left) + ".", ""]
+    return md
+

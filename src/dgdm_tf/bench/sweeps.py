@@ -9,6 +9,8 @@ Timings: :mod:`dgdm_tf.bench.timing`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import tensorflow as tf
 
@@ -72,12 +74,14 @@ REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "imag
 
 def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                      sweeps: int, seed: int, hyper: dict | None = None,
-                     n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS) -> list[dict]:
+                     n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS,
+                     only: Sequence[str] | None = None) -> list[dict]:
     """Top-down sampler (dgdm_tf.topdown) at ``batch_size``: a refinement sweep (every
     conditional), a test-time sweep (dictionaries fixed) and each of its steps, against
     the floor: one generative pass of the whole model from the top layer to the image
     and its adjoint (the gradient back to the top layer). Random inputs and dictionaries
-    at the configured shapes; the cost does not depend on the values."""
+    at the configured shapes; the cost does not depend on the values. ``only``: the
+    names of the steps to time (default: every one)."""
     from dgdm_tf.topdown import dictionaries, top_units, unpooling
     from dgdm_tf.topdown import state as deep_state
     from dgdm_tf.topdown import sweep as deep_sweep
@@ -138,7 +142,12 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
                                                        power_iterations=power_iterations)[0])
     rows = []
     dicts = ", ".join(f"{g.dh}x{g.dw}x{g.k}/p{g.p}" for g in model.geoms)
+    if only is not None and set(only) - set(steps):
+        raise ValueError(f"no step named {sorted(set(only) - set(steps))}; the steps: {list(steps)}")
     for name, fn in steps.items():
+        if only is not None and name not in only:
+            continue
+
         def state_of(out):  # a sweep returns (state, stats), a step the state
             return out if isinstance(out, deep_state.DeepState) else out[0]
 

@@ -1,0 +1,232 @@
+"""Wall time of a config's rows, projected from kernels measured at its shapes.
+
+Each row of a dataset runs stages (:func:`plan`): a stage runs one kernel over N images
+for P passes (sweeps, MCEM iterations, SVM iterations), as the config sets them. A
+kernel's measured cost (:func:`measure_kernels`) is ``a + b N`` seconds a pass, with
+``a = 0`` for the samplers (their work is per image) and both fitted for the Bayesian
+SVM's Gibbs iteration (C F^3 per pass, C N F^2 per image). On the machine measured
+
+    T_cpu = sum_stages P (a + b N)
+
+On a device R times faster at arithmetic (``R = gpu_macs_per_s`` over the CPU's rate,
+measured on the floor's convolutions) whose sequential steps cost ``lam`` seconds each,
+with q the kernel's sequential steps a pass (a Gibbs step per (colour, map), one per map
+for the dictionaries) and B the stage's batch:
+
+    T_gpu = sum_stages P max((a + b N) / R, ceil(N / B) q lam)
+
+Both GPU figures are assumptions of the config, not measurements (no GPU here).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: the measured kernels' names (the top-down ones as :func:`dgdm_tf.bench.sweeps.benchmark_refine` names them)
+TEST_SWEEP = "test-time sweep (D fixed)"
+REFINE_SWEEP = "refinement sweep"
+SUPERVISED_SWEEP = "supervised sweep (with the SVM)"
+MCEM_ITERATION = "test-time MCEM iteration (supervised)"
+SVM_ITERATION = "SVM Gibbs iteration"
+TOPDOWN_KERNELS = (TEST_SWEEP, REFINE_SWEEP, SUPERVISED_SWEEP, MCEM_ITERATION)
+
+
+def pretrain_kernel(layer: int) -> str:
+    """The name of layer ``layer``'s (1-based) pretraining sweep."""
+    return f"pretraining sweep, layer {layer}"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kernel run over ``images`` images for ``passes`` passes, in batches of ``batch``."""
+
+    row: str
+    stage: str
+    kernel: str
+    images: int
+    passes: int
+    batch: int
+
+
+def _sweeps(c: dict) -> int:
+    """burn-in plus every collected sweep (``thin`` of them a kept draw)."""
+    return int(c["burn_in"]) + int(c["collect"]) * int(c.get("thin", 1))
+
+
+def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
+    """The stages of a dataset config ``ds``'s methods on ``n_train`` / ``n_test`` images,
+    and the steps left out (one pass over the data, EM solvers, the CNN: minutes where the
+    chains take hours; their own benchmarks time them).
+
+    A stage two rows share (pretraining, refinement) is listed once, under the first row.
+    """
+    layers = ds["model"]["layers"]
+    pre = ds["pretrain"]
+    n_pre = int(pre.get("n_images") or n_train)
+    stages = [Stage("(pretraining, shared)", f"pretraining layer {l + 1}", pretrain_kernel(l + 1),
+                    n_pre, _sweeps(pre), int(pre.get("batch_size") or n_pre))
+              for l in range(len(layers))]
+    left_out: list[str] = []
+    refined = False
+
+    def svm(row: str) -> None:
+        s = ds["svm"]
+        if s["method"] != "gibbs":
+            left_out.append(f"{row}: the SVM by EM")
+            return
+        stages.append(Stage(row, "Bayesian SVM (Gibbs)", SVM_ITERATION, n_train, _sweeps(s), n_train))
+
+    def refine(row: str) -> None:
+        nonlocal refined
+        if not refined:
+            r = ds["refine"]
+            n = int(r.get("n_images") or n_train)
+            stages.append(Stage(row, "refinement", REFINE_SWEEP, n, _sweeps(r), int(r.get("chunk") or n)))
+            refined = True
+
+    for method in ds["methods"]:
+        if method == "pretrained_svm":
+            f = ds["features"]
+            if f["route"] == "topdown":
+                stages.append(Stage(method, "top-down features (train + test)", TEST_SWEEP,
+                                    n_train + n_test, int(f.get("chains", 1)) * _sweeps(f),
+                                    int(f["batch_size"])))
+            else:
+                left_out.append(f"{method}: layer-wise features (the pretraining sweeps without D)")
+            svm(method)
+        elif method == "pretrained_block_svm":
+            left_out.append(f"{method}: block posteriors (one pass)")
+            svm(method)
+        elif method == "encoder_svm":
+            left_out.append(f"{method}: the encoder (one pass) and its SVM by EM")
+        elif method == "unsupervised_svm":
+            refine(method)
+            f = ds["topdown_features"]
+            stages.append(Stage(method, "top-down features (train + test)", TEST_SWEEP,
+                                int(f.get("n_train") or n_train) + int(f.get("n_test") or n_test),
+                                int(f.get("chains", 1)) * _sweeps(f), int(f["batch_size"])))
+            svm(method)
+        elif method == "supervised":
+            s = ds["supervised"]
+            if s.get("start_from") == "refined":
+                refine(method)
+            stages.append(Stage(method, "supervised chain", SUPERVISED_SWEEP,
+                                int(s.get("n_train") or n_train), _sweeps(s), int(s.get("chunk") or n_train)))
+            p = s["predict"]
+            n_models = min(int(p["models"]), int(s["collect"]))
+            nt = int(s.get("n_test") or n_test)
+            stages.append(Stage(method, f"test features, {n_models} models: sweeps", TEST_SWEEP, nt,
+                                n_models * (int(p["burn_in"]) if p["features"] == "mcem"
+                                            else int(p.get("chains", 1)) * _sweeps(p)),
+                                int(p["batch_size"])))
+            if p["features"] == "mcem":
+                stages.append(Stage(method, f"test features, {n_models} models: MCEM iterations",
+                                    MCEM_ITERATION, nt, n_models * int(p["iterations"]),
+                                    int(p["batch_size"])))
+        elif method == "cnn":
+            left_out.append("cnn: the baseline (benchmark_cnn times its steps)")
+        else:
+            left_out.append(f"{method}: not projected")
+    return stages, left_out
+
+
+def sequential_steps(model) -> dict[str, int]:
+    """Sequential steps a pass of each kernel takes on a ``DeepModel``: one per (colour,
+    map) of every layer's Gibbs step, plus one per map for the dictionaries' draws."""
+    gibbs = sum(c.g_h * c.g_w * g.k for c, g in zip(model.colourings, model.geoms))
+    maps = sum(g.k for g in model.geoms)
+    steps = {TEST_SWEEP: gibbs, MCEM_ITERATION: gibbs, REFINE_SWEEP: gibbs + maps,
+             SUPERVISED_SWEEP: gibbs + maps, SVM_ITERATION: 1}
+    for l, g in enumerate(model.geoms):
+        steps[pretrain_kernel(l + 1)] = g.gh * g.gw * g.k + g.k
+    return steps
+
+
+def floor_macs(model, batch: int) -> int:
+    """Multiply-adds of the floor: one generative pass of every layer (each map's
+    convolution at full size, the unpooled zeros included) and its adjoint."""
+    return 2 * batch * sum(g.hs * g.ws * g.k * g.dh * g.dw * g.c for g in model.geoms)
+
+
+def project(stages: list[Stage], kernels: dict[str, dict], *, gpu_speedup: float,
+            step_latency_s: float) -> list[dict]:
+    """One row per stage with its projected hours on the machine measured and on the
+    assumed GPU (the module's formulas). ``kernels[name]``: ``a`` and ``b`` (seconds a
+    pass, per pass and per image) and ``q`` (sequential steps a pass)."""
+    if not gpu_speedup > 0 or not step_latency_s >= 0:
+        raise ValueError(f"need gpu_speedup > 0 and step_latency_s >= 0, got {gpu_speedup}, {step_latency_s}")
+    rows = []
+    for s in stages:
+        if s.kernel not in kernels:
+            raise KeyError(f"no measurement of kernel {s.kernel!r} (stage {s.stage!r} of {s.row})")
+        k = kernels[s.kernel]
+        per_pass = k["a"] + k["b"] * s.images
+        arith = per_pass / gpu_speedup
+        latency = math.ceil(s.images / max(1, s.batch)) * k["q"] * step_latency_s
+        rows.append({"row": s.row, "stage": s.stage, "kernel": s.kernel, "images": s.images,
+                     "passes": s.passes, "batch": s.batch,
+                     "cpu_s_per_pass": per_pass, "cpu_hours": s.passes * per_pass / 3600,
+                     "gpu_hours": s.passes * max(arith, latency) / 3600,
+                     "gpu_bound": "arithmetic" if arith >= latency else "sequential steps"})
+    return rows
+
+
+def fit_linear(n: list[int], seconds: list[float]) -> tuple[float, float]:
+    """``(a, b)`` of ``seconds = a + b n`` by least squares (``a`` clipped at 0)."""
+    b, a = np.polyfit(np.asarray(n, float), np.asarray(seconds, float), 1)
+    return max(0.0, float(a)), float(b)
+
+
+def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
+                    pretrain_batch_size: int, svm_images: list[int], n_classes: int, sweeps: int,
+                    seed: int, hyper: dict | None = None, n_leapfrog: int, power_iterations: int,
+                    progress=print) -> tuple[dict[str, dict], dict]:
+    """Every kernel :func:`plan` names, measured on random inputs at these shapes.
+
+    The top-down kernels at ``batch_size`` (:func:`dgdm_tf.bench.sweeps.benchmark_refine`),
+    the pretraining sweeps at ``pretrain_batch_size``
+    (:func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`), the SVM's Gibbs iteration on
+    random features of the top layer's width at each of ``svm_images`` (a line fitted
+    through them). Returns ``(kernels, meta)``; ``meta`` has the floor's multiply-adds a
+    second (``cpu_macs_per_s``) and the features' width.
+    """
+    from dgdm_tf.bench.sweeps import benchmark_pretrain_layers, benchmark_refine
+    from dgdm_tf.core.model import DeepModel
+    from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
+    if len(set(svm_images)) < 2:
+        raise ValueError(f"svm_images needs two sizes or more to fit a + b N, got {svm_images}")
+    model = DeepModel(tuple(image_shape), layers, hyper)
+    q = sequential_steps(model)
+    kernels: dict[str, dict] = {}
+    progress(f"top-down kernels at {image_shape}, batch {batch_size}")
+    refine_rows = benchmark_refine(image_shape, layers, batch_size=batch_size, sweeps=sweeps, seed=seed,
+                                   hyper=hyper, n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                                   only=TOPDOWN_KERNELS)
+    for r in refine_rows:
+        kernels[r["step"]] = {"a": 0.0, "b": r["seconds"] / batch_size, "q": q[r["step"]],
+                              "measured_at": f"batch {batch_size}"}
+    floor_s = refine_rows[0]["floor_seconds"]
+    progress(f"pretraining sweeps at {image_shape}, batch {pretrain_batch_size}")
+    for r in benchmark_pretrain_layers(image_shape, layers, batch_size=pretrain_batch_size,
+                                       sweeps=sweeps, seed=seed, hyper=hyper):
+        name = pretrain_kernel(r["layer"])
+        kernels[name] = {"a": 0.0, "b": r["sweep_seconds"] / pretrain_batch_size, "q": q[name],
+                         "measured_at": f"batch {pretrain_batch_size}"}
+    width = model.top.hs * model.top.ws * model.top.k
+    rng = np.random.default_rng(seed)
+    per_iteration = []
+    for n in svm_images:
+        progress(f"SVM Gibbs iterations on {n} x {width} features")
+        svm = BayesianSVM(n_classes, method="gibbs", burn_in=0, collect=max(3, sweeps), seed=seed)
+        svm.fit(rng.normal(size=(n, width)).astype(np.float32), rng.integers(0, n_classes, n))
+        per_iteration.append(float(np.median([t["seconds"] for t in svm.trace[1:]])))
+    a, b = fit_linear(list(svm_images), per_iteration)
+    kernels[SVM_ITERATION] = {"a": a, "b": b, "q": q[SVM_ITERATION],
+                              "measured_at": "images " + "/".join(str(n) for n in svm_images)}
+    meta = {"cpu_macs_per_s": floor_macs(model, batch_size) / floor_s, "floor_seconds": floor_s,
+            "features": width, "svm_seconds": per_iteration}
+    return kernels, meta
