@@ -211,22 +211,24 @@ def scaling():
 def test_benchmark_scaling_rows(scaling):
     df = pd.DataFrame(scaling)
     assert tuple(df.columns) == SCALING_COLUMNS
-    # 2 kernels x (2 batch sizes + 3 side factors + 2 K factors)
-    assert len(df) == 14
+    # 3 kernels x (2 batch sizes + 3 side factors + 2 K factors)
+    assert len(df) == 21
     assert sorted(df["image_side"].unique()) == [6, 12, 24]
     k_rows = df[df["sweep"] == "n_dict"]
     assert sorted(k_rows["n_dict"].unique()) == [3, 6]
-    pre = df[(df["benchmark"] == "pretrain_sweep") & (df["note"] == "")]
-    assert (pre["ratio_to_floor"] > 0).all()
+    for kind in ("pretrain_sweep", "topdown_sweep"):
+        sweep = df[(df["benchmark"] == kind) & (df["note"] == "")]
+        assert len(sweep) and (sweep["ratio_to_floor"] > 0).all()
     assert df[df["benchmark"] == "cnn_train_step"]["ratio_to_floor"].isna().all()
     ok = df[df["note"] == ""]
     assert (ok["images_per_s"] > 0).all() and ok[["seconds", "peak_rss_mb"]].notna().all().all()
-    # 6x6 images: the CNN's 5x5 conv -> 2x2, pooled 1x1, then a 3x3 conv does not fit
+    # 6x6 images: the 5x5 conv -> 2x2, pooled 1x1, then a 3x3 conv does not fit (the
+    # CNN and the top-down model; the pretraining sweep is layer 1's alone)
     skipped = df[df["note"].str.startswith("skipped")]
-    assert list(skipped["benchmark"]) == ["cnn_train_step"]
-    assert skipped["images_per_s"].isna().all() and "does not fit" in skipped["note"].iloc[0]
+    assert list(skipped["benchmark"]) == ["topdown_sweep", "cnn_train_step"]
+    assert skipped["images_per_s"].isna().all() and "does not fit" in skipped["note"].iloc[-1]
     # the point all three series share (batch 2, side 12, K 3) is measured once
-    for kind in ("pretrain_sweep", "cnn_train_step"):
+    for kind in ("pretrain_sweep", "topdown_sweep", "cnn_train_step"):
         shared = df[(df["benchmark"] == kind) & (df["batch_size"] == 2) & (df["image_side"] == 12)
                     & (df["n_dict"] == 3)]
         assert len(shared) == 3 and shared["seconds"].nunique() == 1

@@ -9,7 +9,7 @@ SVM's Gibbs iteration (C F^3 per pass, C N F^2 per image). On the machine measur
     T_cpu = sum_stages P (a + b N)
 
 On a device R times faster at arithmetic (``R = gpu_macs_per_s`` over the CPU's rate,
-measured on the floor's convolutions) whose sequential steps cost ``lam`` seconds each,
+measured on the layers' floor convolutions) whose sequential steps cost ``lam`` seconds each,
 with q the kernel's sequential steps a pass (a Gibbs step per (colour, map), one per map
 for the dictionaries) and B the stage's batch:
 
@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: the measured kernels' names (the top-down ones as :func:`dgdm_tf.bench.sweeps.benchmark_refine` names them)
-TEST_SWEEP = "test-time sweep (D fixed)"
-REFINE_SWEEP = "refinement sweep"
-SUPERVISED_SWEEP = "supervised sweep (with the SVM)"
-MCEM_ITERATION = "test-time MCEM iteration (supervised)"
+# the top-down kernels keep the names benchmark_refine gives them
+from dgdm_tf.bench.sweeps import (MCEM_ITERATION, REFINE_SWEEP, SUPERVISED_SWEEP, TEST_SWEEP,
+                                  benchmark_pretrain_layers, benchmark_refine)
+from dgdm_tf.core.model import DeepModel
+from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
 SVM_ITERATION = "SVM Gibbs iteration"
 TOPDOWN_KERNELS = (TEST_SWEEP, REFINE_SWEEP, SUPERVISED_SWEEP, MCEM_ITERATION)
 
@@ -145,10 +146,16 @@ def sequential_steps(model) -> dict[str, int]:
     return steps
 
 
+def layer_floor_macs(geom, batch: int) -> int:
+    """Multiply-adds of one layer's floor: every map's convolution at full size (the
+    unpooled zeros included) and its adjoint."""
+    return 2 * batch * geom.hs * geom.ws * geom.k * geom.dh * geom.dw * geom.c
+
+
 def floor_macs(model, batch: int) -> int:
-    """Multiply-adds of the floor: one generative pass of every layer (each map's
-    convolution at full size, the unpooled zeros included) and its adjoint."""
-    return 2 * batch * sum(g.hs * g.ws * g.k * g.dh * g.dw * g.c for g in model.geoms)
+    """Multiply-adds of the whole model's floor: one generative pass of every layer and
+    its adjoint."""
+    return sum(layer_floor_macs(g, batch) for g in model.geoms)
 
 
 def project(stages: list[Stage], kernels: dict[str, dict], *, gpu_speedup: float,
@@ -190,13 +197,10 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     the pretraining sweeps at ``pretrain_batch_size``
     (:func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`), the SVM's Gibbs iteration on
     random features of the top layer's width at each of ``svm_images`` (a line fitted
-    through them). Returns ``(kernels, meta)``; ``meta`` has the floor's multiply-adds a
-    second (``cpu_macs_per_s``) and the features' width.
+    through them). Returns ``(kernels, meta)``; ``meta`` has the CPU's multiply-adds a
+    second on the layers' floors at ``pretrain_batch_size`` (``cpu_macs_per_s``) and the
+    features' width.
     """
-    from dgdm_tf.bench.sweeps import benchmark_pretrain_layers, benchmark_refine
-    from dgdm_tf.core.model import DeepModel
-    from dgdm_tf.supervised.svm_classifier import BayesianSVM
-
     if len(set(svm_images)) < 2:
         raise ValueError(f"svm_images needs two sizes or more to fit a + b N, got {svm_images}")
     model = DeepModel(tuple(image_shape), layers, hyper)
@@ -209,10 +213,14 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     for r in refine_rows:
         kernels[r["step"]] = {"a": 0.0, "b": r["seconds"] / batch_size, "q": q[r["step"]],
                               "measured_at": f"batch {batch_size}"}
-    floor_s = refine_rows[0]["floor_seconds"]
     progress(f"pretraining sweeps at {image_shape}, batch {pretrain_batch_size}")
+    floor_macs_done, floor_s = 0, 0.0
     for r in benchmark_pretrain_layers(image_shape, layers, batch_size=pretrain_batch_size,
                                        sweeps=sweeps, seed=seed, hyper=hyper):
+        # the CPU's rate from every layer's floor at this batch: the top-down floor at a
+        # small batch lasts milliseconds and gave rates 1.8x apart from run to run
+        floor_macs_done += layer_floor_macs(model.geoms[r["layer"] - 1], pretrain_batch_size)
+        floor_s += r["floor_seconds"]
         name = pretrain_kernel(r["layer"])
         kernels[name] = {"a": 0.0, "b": r["sweep_seconds"] / pretrain_batch_size, "q": q[name],
                          "measured_at": f"batch {pretrain_batch_size}"}
@@ -227,6 +235,6 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     a, b = fit_linear(list(svm_images), per_iteration)
     kernels[SVM_ITERATION] = {"a": a, "b": b, "q": q[SVM_ITERATION],
                               "measured_at": "images " + "/".join(str(n) for n in svm_images)}
-    meta = {"cpu_macs_per_s": floor_macs(model, batch_size) / floor_s, "floor_seconds": floor_s,
+    meta = {"cpu_macs_per_s": floor_macs_done / floor_s, "floor_seconds": floor_s,
             "features": width, "svm_seconds": per_iteration}
     return kernels, meta

@@ -210,9 +210,10 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
         "",
         "Throughput as the batch grows (at the dataset's image size), as the image side "
         "grows and as every layer's K grows (at one batch size), for one pretraining sweep "
-        "of the bottom layer (graph mode; with its ratio to the floor at the same shape) "
-        "and one CNN training step, with the resident memory before and at the peak of "
-        "each point. `results/benchmarks_scaling.csv` has these rows.",
+        "of the bottom layer (graph mode), one test-time sweep of the whole top-down model "
+        "(dictionaries fixed; both with their ratio to the floor at the same shape) and one "
+        "CNN training step, with the resident memory before and at the peak of each point. "
+        "`results/benchmarks_scaling.csv` has these rows.",
         "",
         f"![throughput vs batch size and image side]({scaling_png})",
         "",
@@ -286,7 +287,7 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
         "T = sum P (a + b N). On one GPU, from two assumptions (benchmark.projection: "
         "gpu_macs_per_s, gpu_step_latency_s; no GPU was measured): "
         "T = sum P max((a + b N) / R, ceil(N / B) q lam), with R the assumed rate over "
-        f"this CPU's measured rate on the floor's convolutions ({speed}), q the kernel's "
+        f"this CPU's rate measured on every layer's floor convolutions ({speed}), q the kernel's "
         "sequential steps a pass, lam the latency of one, B the stage's batch.",
         "",
     ]

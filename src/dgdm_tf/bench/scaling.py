@@ -1,5 +1,6 @@
-"""How the cost of a pretraining sweep and of a CNN training step grows with the batch
-size, the image side and the dictionaries' size (:func:`benchmark_scaling`)."""
+"""How the cost of a pretraining sweep, a top-down test-time sweep and a CNN training step
+grows with the batch size, the image side and the dictionaries' size
+(:func:`benchmark_scaling`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import tensorflow as tf
 
 from dgdm_tf.baselines.cnn import build_cnn, conv_shapes
 from dgdm_tf.bench.cnn import random_batch, time_cnn
-from dgdm_tf.bench.sweeps import benchmark_pretrain_layers
+from dgdm_tf.bench.sweeps import TEST_SWEEP, benchmark_pretrain_layers, benchmark_refine
 from dgdm_tf.core.memory import current_rss_mb, reset_peak_rss
+from dgdm_tf.core.model import DeepModel
 
 #: columns of :func:`benchmark_scaling`'s rows
 SCALING_COLUMNS = ("benchmark", "sweep", "batch_size", "image_side", "input_shape",
@@ -29,16 +31,19 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
                       k_factors: list[float] = (), hyper: dict | None = None,
                       fc_units: int = 1024, dropout: float = 0.5,
                       learning_rate: float = 1e-3) -> list[dict]:
-    """Throughput as the work grows, for two kernels: one pretraining sweep of the bottom
-    layer (``layers[0]``, graph mode, :func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`)
-    and one CNN training step (:func:`dgdm_tf.bench.cnn.benchmark_cnn`'s model, all ``layers``).
+    """Throughput as the work grows, for three kernels: one pretraining sweep of the bottom
+    layer (``layers[0]``, graph mode, :func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`),
+    one test-time sweep of the whole top-down model (``topdown_sweep``: dictionaries fixed,
+    :func:`dgdm_tf.bench.sweeps.benchmark_refine`) and one CNN training step
+    (:func:`dgdm_tf.bench.cnn.benchmark_cnn`'s model, all ``layers``).
 
     Three series each: ``sweep == "batch_size"`` (every batch size at ``image_shape``),
     ``sweep == "image_side"`` (H and W times each factor, at ``side_batch_size``) and
     ``sweep == "n_dict"`` (every layer's K times each of ``k_factors``, at
     ``side_batch_size``); a point two series share is measured once. The pretraining
     rows also give the sweep's ratio to its floor (one generative + adjoint pass at the
-    same K). Rows have the keys
+    same K), and so do the top-down rows (the floor: one generative + adjoint pass of the
+    whole model). Rows have the keys
     :data:`SCALING_COLUMNS`; a shape the CNN's layers do not fit (a filter larger than
     its input) gets NaN figures and says so in ``note`` instead of failing.
     """
@@ -49,7 +54,7 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
     rng = np.random.default_rng(seed)
     cache: dict[tuple, dict] = {}
     rows = []
-    for kind in ("pretrain_sweep", "cnn_train_step"):
+    for kind in ("pretrain_sweep", "topdown_sweep", "cnn_train_step"):
         for series, b, factor, k_factor in points:
             shape = scaled_shape(image_shape, factor)
             lays = [{**lay, "n_dict": max(1, int(round(lay["n_dict"] * k_factor)))}
@@ -78,7 +83,7 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
     """seconds, peak RSS and a note of one point of :func:`benchmark_scaling`."""
     nan = float("nan")
     try:
-        conv_shapes(shape, layers if kind == "cnn_train_step" else layers[:1])
+        conv_shapes(shape, layers[:1] if kind == "pretrain_sweep" else layers)
     except ValueError as e:
         return {"seconds": nan, "rss_before_mb": nan, "peak_rss_mb": nan,
                 "note": f"skipped: {e}"}
@@ -88,6 +93,17 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
                                       seed=seed, hyper=hyper)[0]
         return {"seconds": r["sweep_seconds"], "rss_before_mb": before,
                 "peak_rss_mb": r["peak_rss_mb"], "ratio_to_floor": r["ratio_to_floor"],
+                "note": "" if per_row else "peak RSS of the process so far"}
+    if kind == "topdown_sweep":
+        try:  # the top-down model's own shape rules (its unpooling blocks must tile)
+            DeepModel(shape, layers, hyper)
+        except ValueError as e:
+            return {"seconds": nan, "rss_before_mb": nan, "peak_rss_mb": nan, "note": f"skipped: {e}"}
+        before, per_row = current_rss_mb(), reset_peak_rss()
+        r = benchmark_refine(shape, [dict(l) for l in layers], batch_size=b, sweeps=sweeps, seed=seed,
+                             hyper=hyper, only=(TEST_SWEEP,))[0]
+        return {"seconds": r["seconds"], "rss_before_mb": before, "peak_rss_mb": r["peak_rss_mb"],
+                "ratio_to_floor": r["ratio_to_floor"],
                 "note": "" if per_row else "peak RSS of the process so far"}
     tf.keras.utils.set_random_seed(int(seed))
     model = build_cnn(shape, layers, n_classes, fc_units=fc_units, dropout=dropout,

@@ -68,6 +68,12 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
     return rows
 
 
+#: names of :func:`benchmark_refine`'s sweeps (its rows' ``step``)
+REFINE_SWEEP = "refinement sweep"
+TEST_SWEEP = "test-time sweep (D fixed)"
+SUPERVISED_SWEEP = "supervised sweep (with the SVM)"
+MCEM_ITERATION = "test-time MCEM iteration (supervised)"
+
 REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "images_per_s",
                   "floor_seconds", "ratio_to_floor", "peak_rss_mb")
 
@@ -108,9 +114,9 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     floor_fn(s)
     floor_s = median_seconds(lambda: floor_fn(s), max(sweeps, 3))
     steps = {
-        "refinement sweep": deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog,
+        REFINE_SWEEP: deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog,
                                                      power_iterations=power_iterations),
-        "test-time sweep (D fixed)": deep_sweep.make_sweep_fn(model, update_globals=False),
+        TEST_SWEEP: deep_sweep.make_sweep_fn(model, update_globals=False),
         "top units": compiled(lambda st, x: top_units.resample_top(st, x, model, st.seed)),
     }
     # the supervised model (Sec. 2.3): its sweep (SVM terms in S[L], then the SVM's own
@@ -126,9 +132,9 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     y = deep_svm.targets(rng.integers(0, n_classes, batch_size), n_classes)
     sup_fn = deep_sweep.make_sweep_fn(sup_model, n_leapfrog=n_leapfrog, power_iterations=power_iterations,
                                       svm_hyper=deep_svm.SvmHyper())
-    steps["supervised sweep (with the SVM)"] = lambda st, x: sup_fn(st, svm, x, y)
+    steps[SUPERVISED_SWEEP] = lambda st, x: sup_fn(st, svm, x, y)
     mcem_fn = deep_mcem.make_iteration_fn(model, lr=1e-3, decay=0.95, steps=1)
-    steps["test-time MCEM iteration (supervised)"] = (
+    steps[MCEM_ITERATION] = (
         lambda st, x: mcem_fn(st, st.s_top, tf.zeros_like(st.s_top), x))
     for l in range(model.n_layers - 1):
         steps[f"blocks of layer {l + 1}"] = compiled(

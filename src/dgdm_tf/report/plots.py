@@ -174,6 +174,7 @@ def plot_scaling(rows, path: str | os.PathLike, *,
     log-log axes."""
     df = pd.DataFrame(rows)
     names = {"pretrain_sweep": "pretraining sweep, bottom layer",
+             "topdown_sweep": "top-down test-time sweep, whole model",
              "cnn_train_step": "CNN training step"}
     if len(df):
         df = df.dropna(subset=["images_per_s"]).assign(
