@@ -263,3 +263,15 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
     png = tmp_path / "s.png"
     plots.plot_scaling(scaling, png, machine=machine)
     assert png.read_bytes()[:8] == PNG
+
+
+def test_topdown_scaling_point_skips_a_batch_whose_unit_images_exceed_the_budget():
+    from dgdm_tf.bench.scaling import _scaling_point
+
+    layers = [{"dict_size": 5, "n_dict": 3, "pool": 2}, {"dict_size": 3, "n_dict": 4, "pool": 1}]
+    # 12x12: a 2 x 2 top grid of 4 maps, 16 units of 144 pixels: 4 images need 36.9 kB
+    kw = dict(sweeps=1, steps=1, seed=0, hyper=None, fc_units=8, dropout=0.5, learning_rate=1e-3)
+    r = _scaling_point("topdown_sweep", (12, 12, 1), 4, layers, 10, None, topdown_max_gb=3e-5, **kw)
+    assert np.isnan(r["seconds"]) and r["note"].startswith("skipped: the top units' images of 4 images")
+    r = _scaling_point("topdown_sweep", (12, 12, 1), 4, layers, 10, None, topdown_max_gb=4e-5, **kw)
+    assert r["seconds"] > 0 and r["ratio_to_floor"] > 0 and r["note"] == ""

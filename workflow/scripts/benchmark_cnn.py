@@ -39,6 +39,7 @@ else:
         side_factors=[float(f) for f in bcfg["scaling_side_factors"]],
         side_batch_size=int(bcfg["scaling_side_batch_size"]), sweeps=int(bcfg["sweeps"]),
         k_factors=[float(f) for f in bcfg["scaling_k_factors"]],
+        topdown_max_gb=float(bcfg["scaling_topdown_max_gb"]),
         hyper=plain(snakemake.params.hyper), **common)
 for r in rows:
     progress(f"  {r}")

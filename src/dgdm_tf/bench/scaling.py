@@ -30,7 +30,7 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
                       side_batch_size: int, sweeps: int, steps: int, seed: int,
                       k_factors: list[float] = (), hyper: dict | None = None,
                       fc_units: int = 1024, dropout: float = 0.5,
-                      learning_rate: float = 1e-3) -> list[dict]:
+                      learning_rate: float = 1e-3, topdown_max_gb: float = 4.0) -> list[dict]:
     """Throughput as the work grows, for three kernels: one pretraining sweep of the bottom
     layer (``layers[0]``, graph mode, :func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`),
     one test-time sweep of the whole top-down model (``topdown_sweep``: dictionaries fixed,
@@ -45,7 +45,9 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
     same K), and so do the top-down rows (the floor: one generative + adjoint pass of the
     whole model). Rows have the keys
     :data:`SCALING_COLUMNS`; a shape the CNN's layers do not fit (a filter larger than
-    its input) gets NaN figures and says so in ``note`` instead of failing.
+    its input) gets NaN figures and says so in ``note`` instead of failing, and so does
+    a two-layer top-down point whose batch of top units' images (every unit's image,
+    held at once) would exceed ``topdown_max_gb``.
     """
     image_shape = tuple(int(s) for s in image_shape)
     points = [("batch_size", int(b), 1.0, 1.0) for b in batch_sizes]
@@ -63,6 +65,7 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
             if key not in cache:
                 cache[key] = _scaling_point(kind, shape, b, lays, n_classes, rng,
                                             sweeps=sweeps, steps=steps, seed=seed,
+                                            topdown_max_gb=topdown_max_gb,
                                             hyper=hyper, fc_units=fc_units,
                                             dropout=dropout, learning_rate=learning_rate)
             pt = cache[key]
@@ -79,7 +82,7 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
 
 
 def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, seed, hyper,
-                   fc_units, dropout, learning_rate) -> dict:
+                   fc_units, dropout, learning_rate, topdown_max_gb) -> dict:
     """seconds, peak RSS and a note of one point of :func:`benchmark_scaling`."""
     nan = float("nan")
     try:
@@ -96,9 +99,17 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
                 "note": "" if per_row else "peak RSS of the process so far"}
     if kind == "topdown_sweep":
         try:  # the top-down model's own shape rules (its unpooling blocks must tile)
-            DeepModel(shape, layers, hyper)
+            model = DeepModel(shape, layers, hyper)
         except ValueError as e:
             return {"seconds": nan, "rss_before_mb": nan, "peak_rss_mb": nan, "note": f"skipped: {e}"}
+        # two layers: the top units' step holds every unit's image of the batch at once
+        # (topdown.top_units), units x pixels floats an image: side^4
+        gb = (b * model.top.hs * model.top.ws * model.top.k * int(np.prod(shape)) * 4 / 1e9
+              if model.n_layers == 2 else 0.0)
+        if gb > topdown_max_gb:
+            return {"seconds": nan, "rss_before_mb": nan, "peak_rss_mb": nan,
+                    "note": f"skipped: the top units' images of {b} images need {gb:.1f} GB "
+                            f"(> {topdown_max_gb:g} GB)"}
         before, per_row = current_rss_mb(), reset_peak_rss()
         r = benchmark_refine(shape, [dict(l) for l in layers], batch_size=b, sweeps=sweeps, seed=seed,
                              hyper=hyper, only=(TEST_SWEEP,))[0]
