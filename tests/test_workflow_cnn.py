@@ -106,8 +106,9 @@ def test_cnn_and_scaling_benchmark_csvs(cnn_run):
     s = pd.read_csv(cnn_run / "results/benchmarks/scaling.csv")
     assert set(SCALING_COLUMNS) <= set(s.columns)
     # smoke: batch sizes [8, 16] + side factors [1.0, 1.5] + K factors [0.5, 1.0] at
-    # batch 8, two kernels
-    assert len(s) == 2 * 6 and sorted(s["image_side"].unique()) == [28, 42]
+    # batch 8, three kernels (the pretraining sweep, the top-down sweep, the CNN step)
+    assert len(s) == 3 * 6 and sorted(s["image_side"].unique()) == [28, 42]
+    assert sorted(s["benchmark"].unique()) == ["cnn_train_step", "pretrain_sweep", "topdown_sweep"]
     assert sorted(s["n_dict"].unique()) == [6, 12]
     assert (s["images_per_s"] > 0).all()
 

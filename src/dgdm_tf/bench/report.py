@@ -275,7 +275,8 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
     """The section of :func:`dgdm_tf.bench.projection.project`'s rows: per stage, then
     per row and dataset."""
     p = projection
-    speed = ", ".join(f"{ds} {g:.0f}x" for ds, g in p.groupby("dataset", sort=False)["gpu_speedup"].first().items())
+    speeds = p.groupby("dataset", sort=False)["gpu_speedup"].first()
+    speed = ", ".join(f"{ds} {g:.0f}x" for ds, g in speeds.items())
     source = f"`{p['config'].iloc[0]}`" if "config" in p.columns else "the projected config"
     md = [
         f"## Projected wall time of {source}'s rows",
@@ -287,8 +288,8 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
         "T = sum P (a + b N). On one GPU, from two assumptions (benchmark.projection: "
         "gpu_macs_per_s, gpu_step_latency_s; no GPU was measured): "
         "T = sum P max((a + b N) / R, ceil(N / B) q lam), with R the assumed rate over "
-        f"this CPU's rate measured on every layer's floor convolutions ({speed}), q the kernel's "
-        "sequential steps a pass, lam the latency of one, B the stage's batch.",
+        f"this CPU's rate measured on every layer's floor convolutions ({speed}), q the "
+        "kernel's sequential steps a pass, lam the latency of one, B the stage's batch.",
         "",
     ]
     totals = (p.groupby(["dataset", "row"], sort=False)[["cpu_hours", "gpu_hours"]].sum()
@@ -303,6 +304,7 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
     left = [f"{ds}: {v}" for ds, v in p.groupby("dataset", sort=False)["left_out"].first().items()
             if isinstance(v, str) and v]
     if left:
-        md += ["Not projected (one pass over the data, or their own benchmarks): " + "; ".join(left) + ".", ""]
+        md += ["Not projected (one pass over the data, or their own benchmarks): "
+               + "; ".join(left) + ".", ""]
     return md
 
