@@ -1,7 +1,5 @@
 """The projected wall time of a config's rows (dgdm_tf.bench.projection)."""
 
-import math
-
 import pandas as pd
 import pytest
 import yaml
@@ -98,4 +96,3 @@ def test_projection_section_sums_rows_and_datasets():
     line = next(l for l in md.splitlines() if "all rows" in l)
     assert [c.strip() for c in line.strip("|").split("|")][2:6] == ["72.00", "3.00", "3.00", "0.125"]
     assert "d 10x" in md and "cnn: the baseline" in md
-    assert not math.isnan(rows["cpu_hours"].sum())

@@ -28,7 +28,7 @@ for spec in pcfg["datasets"]:
         raise ValueError(f"{snakemake.input.config} leaves datasets.{name}.image_shape to the data: "
                          f"give benchmark.projection.datasets' {name} entry image_shape: [H, W, C]")
     hyper = projected.get("hyper")
-    kernels, meta = projection.measure_kernels(
+    kernels, cpu_macs_per_s = projection.measure_kernels(
         tuple(int(v) for v in shape), ds["model"]["layers"], batch_size=int(spec["batch_size"]),
         pretrain_batch_size=int(pcfg["pretrain_batch_size"]), svm_images=list(pcfg["svm_images"]),
         n_classes=int(spec["n_classes"]), sweeps=int(snakemake.params.sweeps),
@@ -37,12 +37,12 @@ for spec in pcfg["datasets"]:
     for k, v in kernels.items():
         progress(f"  {name}: {k}: {v}")
     stages, left_out = projection.plan(ds, int(spec["n_train"]), int(spec["n_test"]))
-    speedup = float(pcfg["gpu_macs_per_s"]) / meta["cpu_macs_per_s"]
+    speedup = float(pcfg["gpu_macs_per_s"]) / cpu_macs_per_s
     for r in projection.project(stages, kernels, gpu_speedup=speedup,
                                 step_latency_s=float(pcfg["gpu_step_latency_s"])):
         k = kernels[r["kernel"]]
         rows.append({"config": str(snakemake.input.config), "dataset": name, **r, "q": k["q"],
-                     "measured_at": k["measured_at"], "cpu_macs_per_s": meta["cpu_macs_per_s"], "gpu_speedup": speedup,
+                     "measured_at": k["measured_at"], "cpu_macs_per_s": cpu_macs_per_s, "gpu_speedup": speedup,
                      "left_out": "; ".join(left_out)})
     progress(f"{name}: {sum(r['cpu_hours'] for r in rows if r['dataset'] == name):.0f} h on this "
              f"machine, {sum(r['gpu_hours'] for r in rows if r['dataset'] == name):.0f} h on the assumed GPU")

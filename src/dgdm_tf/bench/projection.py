@@ -190,16 +190,15 @@ def fit_linear(n: list[int], seconds: list[float]) -> tuple[float, float]:
 def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                     pretrain_batch_size: int, svm_images: list[int], n_classes: int, sweeps: int,
                     seed: int, hyper: dict | None = None, n_leapfrog: int, power_iterations: int,
-                    progress=print) -> tuple[dict[str, dict], dict]:
+                    progress=print) -> tuple[dict[str, dict], float]:
     """Every kernel :func:`plan` names, measured on random inputs at these shapes.
 
     The top-down kernels at ``batch_size`` (:func:`dgdm_tf.bench.sweeps.benchmark_refine`),
     the pretraining sweeps at ``pretrain_batch_size``
     (:func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`), the SVM's Gibbs iteration on
     random features of the top layer's width at each of ``svm_images`` (a line fitted
-    through them). Returns ``(kernels, meta)``; ``meta`` has the CPU's multiply-adds a
-    second on the layers' floors at ``pretrain_batch_size`` (``cpu_macs_per_s``) and the
-    features' width.
+    through them). Returns ``(kernels, cpu_macs_per_s)``: the latter the CPU's
+    multiply-adds a second on the layers' floors at ``pretrain_batch_size``.
     """
     if len(set(svm_images)) < 2:
         raise ValueError(f"svm_images needs two sizes or more to fit a + b N, got {svm_images}")
@@ -235,6 +234,4 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     a, b = fit_linear(list(svm_images), per_iteration)
     kernels[SVM_ITERATION] = {"a": a, "b": b, "q": q[SVM_ITERATION],
                               "measured_at": "images " + "/".join(str(n) for n in svm_images)}
-    meta = {"cpu_macs_per_s": floor_macs_done / floor_s, "floor_seconds": floor_s,
-            "features": width, "svm_seconds": per_iteration}
-    return kernels, meta
+    return kernels, floor_macs_done / floor_s
