@@ -182,8 +182,12 @@ def project(stages: list[Stage], kernels: dict[str, dict], *, gpu_speedup: float
 
 
 def fit_linear(n: list[int], seconds: list[float]) -> tuple[float, float]:
-    """``(a, b)`` of ``seconds = a + b n`` by least squares (``a`` clipped at 0)."""
+    """``(a, b)`` of ``seconds = a + b n`` by least squares, neither below 0. Where the
+    timings' noise hides any growth (a fitted slope below 0, at small sizes), the dearest
+    timing as a constant: a cost can be flat in n, never falling."""
     b, a = np.polyfit(np.asarray(n, float), np.asarray(seconds, float), 1)
+    if b < 0:
+        return float(max(seconds)), 0.0
     return max(0.0, float(a)), float(b)
 
 
