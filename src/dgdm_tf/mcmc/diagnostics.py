@@ -14,6 +14,10 @@ and the features then encode the scan order, not the image. These figures catch 
   for chains that differ by their scan order, how much the order decides the features.
 * :func:`ridge_probe`: a fixed linear read-out (one-vs-all ridge on standardised
   features), the figure that decides whether features carry the class.
+* :func:`rhat`, :func:`ess`, :func:`summarise_chains`: cross-chain convergence of any
+  scalar draws (chains, draws, *params), rank-normalised as in Vehtari, Gelman, Simpson,
+  Carpenter and Bürkner (2021), "Rank-normalization, folding, and localization: an
+  improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2), 667-718.
 
 Axis layout as in :mod:`dgdm_tf.core.layout`: images (N, H, W, C), pooled features
 (N, nbh, nbw, K).
@@ -22,6 +26,7 @@ Axis layout as in :mod:`dgdm_tf.core.layout`: images (N, H, W, C), pooled featur
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -117,3 +122,148 @@ def ridge_probe(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray,
     w = np.linalg.solve(a1.T @ a1 + reg, a1.T @ t)
     pred = classes[np.argmax(b1 @ w, axis=1)]
     return float(100.0 * np.mean(pred != np.asarray(y_test)))
+
+
+# Cross-chain convergence (Vehtari et al. 2021, above), checked against ArviZ's port.
+# Each function takes draws (chains, draws, *params) and works on a (P, chains, draws)
+# view; a parameter with a non-finite draw gets NaN, as in Stan and ArviZ.
+
+def _as_chains(draws) -> tuple[np.ndarray, tuple]:
+    a = np.asarray(draws, np.float64)
+    if a.ndim < 2:
+        raise ValueError(f"draws must be (chains, draws, *params), got shape {a.shape}")
+    if a.shape[0] < 1 or a.shape[1] < 4:
+        raise ValueError(f"need at least 1 chain of at least 4 draws (2 split halves of 2), "
+                         f"got {a.shape[0]} chain(s) of {a.shape[1]} draw(s)")
+    params = a.shape[2:]
+    return np.moveaxis(a.reshape(a.shape[:2] + (-1,)), -1, 0), params
+
+
+def _split(a: np.ndarray) -> np.ndarray:
+    """(P, M, N) -> (P, 2M, N // 2): first and last halves as chains (an odd N drops its
+    middle draw, as ArviZ and Stan's posterior package do)."""
+    half = a.shape[2] // 2
+    return np.concatenate([a[:, :, :half], a[:, :, -half:]], axis=1)
+
+
+def _z_scale(a: np.ndarray) -> np.ndarray:
+    """Rank normalisation: Phi^-1((r - 3/8) / (S + 1/4)) (Blom's offset) of the average rank r
+    of each draw among all S draws of its parameter."""
+    p, m, n = a.shape
+    s = m * n
+    flat = a.reshape(p, s)
+    order = np.argsort(flat, axis=1, kind="stable")
+    srt = np.take_along_axis(flat, order, 1)
+    first = np.ones((p, s), bool)
+    first[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    first = first.ravel()  # each row opens a new run, so ties never cross parameters
+    run = np.cumsum(first)
+    edge = np.r_[np.nonzero(first)[0], first.size]
+    # 2 r - 2 as an integer (r is a multiple of 1/2): one table of 2S - 1 quantiles serves
+    # every parameter, and the stdlib's inverse CDF (Wichura's AS241) needs no SciPy
+    two_r = (edge[run] + edge[run - 1] + 1).reshape(p, s) - 2 * s * np.arange(p)[:, None]
+    phi_inv = NormalDist().inv_cdf
+    table = np.array([phi_inv((k / 2 + 1 - 0.375) / (s + 0.25)) for k in range(2 * s - 1)])
+    z = np.empty((p, s))
+    np.put_along_axis(z, order, table[two_r - 2], 1)
+    return z.reshape(p, m, n)
+
+
+def _rhat_raw(a: np.ndarray) -> np.ndarray:
+    """Split chains (P, M, N) -> R-hat = sqrt(var+ / W), var+ = (N - 1) / N W + B / N."""
+    n = a.shape[2]
+    b = n * a.mean(axis=2).var(axis=1, ddof=1)
+    w = a.var(axis=2, ddof=1).mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(((n - 1) / n * w + b / n) / w)
+
+
+def _autocov(a: np.ndarray) -> np.ndarray:
+    """Autocovariance of each chain at lags 0..N-1 (biased, / N), by FFT zero-padded to
+    2N so the circular correlation is the linear one."""
+    n = a.shape[-1]
+    f = np.fft.rfft(a - a.mean(axis=-1, keepdims=True), n=2 * n, axis=-1)
+    return np.fft.irfft(f * np.conj(f), n=2 * n, axis=-1)[..., :n] / n
+
+
+def _ess_raw(a: np.ndarray) -> np.ndarray:
+    """Split chains (P, M, N) -> ESS = MN / tau (sec. 3.2): the multi-chain autocorrelation
+    summed over Geyer's initial positive sequence, made monotone. The loop is ArviZ's port
+    of Stan's, step for step, so that the two agree to rounding."""
+    p, m, n = a.shape
+    out = np.full(p, np.nan)
+    acov = _autocov(a).mean(axis=1)  # (P, N): mean over chains
+    w = acov[:, 0] * n / (n - 1.0)
+    var_plus = w * (n - 1.0) / n + a.mean(axis=2).var(axis=1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = 1.0 - (w[:, None] - acov) / var_plus[:, None]  # every lag at once
+    for i in range(p):
+        if a[i].max() - a[i].min() < np.finfo(float).resolution:
+            out[i] = m * n  # constant draws: ArviZ's convention (Stan's posterior says NA)
+            continue
+        r = np.zeros(n)
+        r[0], r[1] = 1.0, rho[i, 1]
+        even, odd, t = 1.0, rho[i, 1], 1
+        while t < n - 3 and even + odd > 0.0:
+            even, odd = rho[i, t + 1], rho[i, t + 2]
+            if even + odd >= 0:
+                r[t + 1], r[t + 2] = even, odd
+            t += 2
+        max_t = t - 2
+        if even > 0:  # the last positive even lag still counts
+            r[max_t + 1] = even
+        for t in range(1, max_t - 1, 2):  # initial monotone sequence
+            if r[t + 1] + r[t + 2] > r[t - 1] + r[t]:
+                r[t + 1] = r[t + 2] = (r[t - 1] + r[t]) / 2.0
+        tau = -1.0 + 2.0 * r[:max_t + 1].sum() + r[max_t + 1:max_t + 2].sum()
+        # Stan's floor on tau: ESS at most MN log10(MN) for antithetic chains
+        tau = max(tau, 1.0 / np.log10(m * n))
+        out[i] = np.nan if np.isnan(r).any() else m * n / tau
+    return out
+
+
+def _finite(a: np.ndarray, values: np.ndarray, params: tuple):
+    values = np.where(np.isfinite(a).all(axis=(1, 2)), values, np.nan)
+    return float(values[0]) if params == () else values.reshape(params)
+
+
+def rhat(draws) -> float | np.ndarray:
+    """Rank-normalised split-R-hat (Vehtari et al. 2021): the larger of the bulk
+    R-hat of the rank-normalised split chains and the tail R-hat of the folded draws
+    |x - median|. ``draws`` (chains, draws, *params) -> a float or an array over params;
+    one chain works (its halves are compared), at least 4 draws per chain."""
+    a, params = _as_chains(draws)
+    s = _split(a)
+    bulk = _rhat_raw(_z_scale(s))
+    folded = np.abs(s - np.median(s.reshape(len(s), -1), axis=1)[:, None, None])
+    tail = _rhat_raw(_z_scale(folded))
+    return _finite(a, np.maximum(bulk, tail), params)
+
+
+def ess(draws, kind: str = "bulk") -> float | np.ndarray:
+    """Effective sample size (Vehtari et al. 2021). ``kind="bulk"``: of the
+    rank-normalised split chains; ``"tail"``: the smaller of the ESS of the indicators
+    I(x <= q) at the 5% and 95% quantiles (type 7, over all chains). ``draws`` (chains,
+    draws, *params) -> a float or an array over params."""
+    a, params = _as_chains(draws)
+    if kind == "bulk":
+        values = _ess_raw(_z_scale(_split(a)))
+    elif kind == "tail":
+        flat = a.reshape(len(a), -1)
+        q = np.quantile(flat, [0.05, 0.95], axis=1)  # (2, P)
+        values = np.minimum(*(_ess_raw(_split((a <= qi[:, None, None]).astype(float)))
+                              for qi in q))
+    else:
+        raise ValueError(f"kind must be 'bulk' or 'tail', got {kind!r}")
+    return _finite(a, values, params)
+
+
+def summarise_chains(draws) -> dict:
+    """JSON-ready convergence summary of one parameter set (chains, draws, *params): the
+    worst :func:`rhat` and the smallest bulk and tail :func:`ess` over its parameters
+    (NaN if any parameter has a non-finite draw, or a constant one for R-hat)."""
+    a = np.asarray(draws)
+    return {"rhat_max": float(np.max(rhat(a))),
+            "ess_bulk_min": float(np.min(ess(a, "bulk"))),
+            "ess_tail_min": float(np.min(ess(a, "tail"))),
+            "n_chains": int(a.shape[0]), "n_draws": int(a.shape[1])}
