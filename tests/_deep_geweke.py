@@ -28,8 +28,10 @@ def forward_draws(rng, model: DeepModel, n: int):
     pi = rng.beta(1.0 / gt.k, 1.0 - 1.0 / gt.k, size=(n, gt.k))
     pi = np.clip(pi, 1e-30, 1 - 1e-7)
     on = (rng.random((n, gt.hs, gt.ws, gt.k)) < pi[:, None, None, :]).astype(np.float32)
-    gs = rng.gamma(h.a_w, 1.0 / h.b_w)
-    s_top = (on * rng.normal(size=on.shape) / np.sqrt(gs)).astype(np.float32)
+    # gamma_s per image and top map, or one for all (Hyper.gamma_s); W at every unit
+    gs = (rng.gamma(h.a_w, 1.0 / h.b_w, size=(n, gt.k)) if h.slab_per_image
+          else np.full((n, gt.k), rng.gamma(h.a_w, 1.0 / h.b_w)))
+    s_top = (on * rng.normal(size=on.shape) / np.sqrt(gs)[:, None, None, :]).astype(np.float32)
     ge = rng.gamma(h.a_e, 1.0 / h.b_e, size=n).astype(np.float32)
     rec = generate(tf.constant(s_top), model, [tf.constant(v) for v in d], [tf.constant(v) for v in z]).numpy()
     noise = (rng.normal(size=rec.shape) / np.sqrt(ge)[:, None, None, None]).astype(np.float32)
@@ -37,14 +39,17 @@ def forward_draws(rng, model: DeepModel, n: int):
         d=tuple(tf.constant(v) for v in d), z=tuple(tf.constant(v) for v in z),
         log_theta=tuple(tf.constant(v) for v in log_theta), s_top=tf.constant(s_top),
         on=tf.constant(on), log_pi=tf.constant(np.stack([np.log(pi), np.log1p(-pi)], -1).astype(np.float32)),
-        gamma_s=tf.constant(np.float32(gs)), gamma_e=tf.constant(ge), resid=tf.constant(noise),
+        gamma_s=tf.constant(gs.astype(np.float32)), gamma_e=tf.constant(ge), resid=tf.constant(noise),
         hmc_log_step=tf.zeros([model.n_layers]), seed=tf.constant([7, 8]))
     return st, (rec + noise).astype(np.float32), rec
 
 
 def joint_stats(st: DeepState, x, rec, model: DeepModel):
     out = [st.d[0].numpy()[0, 0, 0, 0], st.d[-1].numpy()[-1, 0, 0, -1] ** 2,
-           np.log(st.gamma_e.numpy()[0]), np.log(st.gamma_s.numpy()),
+           np.log(st.gamma_e.numpy()[0]), np.log(st.gamma_s.numpy()[0, 0]),
+           np.mean(np.log(st.gamma_s.numpy())),
+           # gamma_s against its own map's weights: chi^2 with as many degrees as units on
+           st.gamma_s.numpy()[0, -1] * np.sum(st.s_top.numpy()[0, ..., -1] ** 2),
            st.on.numpy().sum(), np.log1p(np.sum(st.s_top.numpy() ** 2)),  # light-tailed
            np.exp(st.log_pi.numpy()[0, 0, 0]),
            # a second moment: pi's prior Beta(1, 1) in place of Beta(1/2, 1/2) keeps every

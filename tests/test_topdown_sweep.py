@@ -35,20 +35,47 @@ def test_geweke_two_layers():
 
 
 def test_geweke_finds_a_wrong_conditional(monkeypatch):
-    """The test above has power: with gamma_s's conditional rate missing its 1/2 (a
-    plausible slip) the same harness, at a quarter of its size, puts log gamma_s far
-    outside |z| < 4 (measured: z = -13.7 at the full size)."""
+    """The test above has power: Eq. SampleR read with the off units' weights taken as 0
+    (||S||^2 over all M units, as the equation prints it, where the sampler draws W_off
+    from its prior) is not the conditional, and the same harness, at half its size, puts
+    the mean of log gamma_s over images and maps far outside |z| < 4 (too large: the rate
+    misses ||W_off||^2; measured z = 6.8, and 3.6 on gamma_s[0, 0] alone)."""
     def wrong(state, x, model, seed):
         h = model.hyper
-        shape = h.a_w + 0.5 * tf.reduce_sum(state.on)
-        rate = h.b_w + tf.reduce_sum(tf.square(state.s_top))
-        return state._replace(gamma_s=tf.random.stateless_gamma([], seed, alpha=shape) / rate)
+        m = float(model.top.hs * model.top.ws)
+        rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2])
+        return state._replace(gamma_s=tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate)
 
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", wrong)  # as the sweep calls it
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
     z, _ = geweke_sweep(model, n=2, chains=50, steps=10, seed=11)
-    assert z[3] < -4.0, z  # log gamma_s: the wrong rate is twice too large
+    assert z[4] > 4.0, z  # mean log gamma_s
+
+
+@pytest.mark.slow
+def test_geweke_two_layers_global_gamma_s():
+    """The global gamma_s (``hyper.gamma_s: global``, the measured option) keeps the joint
+    too: one gamma_s for every image and map, drawn with the dictionaries."""
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}],
+                      {**GEWEKE_HYPER, "gamma_s": "global"})
+    z, _ = geweke_sweep(model, n=2, chains=100, steps=20, seed=12)
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.parametrize("kind", ["image_map", "global"])
+def test_fixed_dictionary_chains_draw_gamma_s_only_when_it_is_per_image(kind):
+    """gamma_s per image and map is a local variable: the test-time chains (dictionaries
+    held) draw it every sweep; a global one they hold, as they hold D."""
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], {**GEWEKE_HYPER, "gamma_s": kind})
+    st, x, _ = forward_draws(np.random.default_rng(0), model, 3)
+    st2, _ = make_sweep_fn(model, update_globals=False)(st, tf.constant(x))
+    assert tuple(st2.gamma_s.shape) == (3, model.top.k)
+    assert (not np.array_equal(st2.gamma_s.numpy(), st.gamma_s.numpy())) == (kind == "image_map")
+    if kind == "global":
+        assert np.all(st2.gamma_s.numpy() == st2.gamma_s.numpy()[0, 0])
 
 
 def test_geweke_two_layers_chunked():

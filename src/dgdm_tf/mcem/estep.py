@@ -22,7 +22,8 @@ from dgdm_tf.core.model import DeepModel
 def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s: float,
            sweep_fn=None) -> list:
     """``sweeps`` Gibbs sweeps of the batch's local variables with D fixed, from the
-    matched-filter start; gamma_s redrawn from the batch after each; the last
+    matched-filter start; gamma_s redrawn from the batch after each (a global one too, which
+    the sweep holds); the last
     ``n_samples`` states are returned."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")

@@ -18,10 +18,10 @@ The D-independent parts of Q (the SVM's, the priors of the locals) do not enter 
 gradient. ``N / B`` makes the mini-batch objective an unbiased estimate of the full-data
 one, so the prior keeps its weight against N images.
 
-Choices where the supplement is loose: gamma_s (one precision of the top layer in this
-model, see :mod:`dgdm_tf.topdown.conjugate`) is drawn in the E-step from the batch's own top
-units, as the paper draws its per-image gamma_s locally; each batch's chain starts from
-the matched-filter state of :func:`dgdm_tf.topdown.state.init_state` under the current D.
+Choices where the supplement is loose: gamma_s (per image and top map by Eq. SampleR,
+or one for the top layer, ``Hyper.gamma_s``; :mod:`dgdm_tf.topdown.conjugate`) is drawn in
+the E-step from the batch's own top units; each batch's chain starts from the
+matched-filter state of :func:`dgdm_tf.topdown.state.init_state` under the current D.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ and pi, whose Dirichlet and Beta priors (parameters below one) are unbounded at 
 simplex's edges, and over as many slab weights as units are on, so it does not compare
 two states fairly. This does: given Z, the image is linear in the top units' weights
 (x = sum_u w_u F_u + noise, Eq. 1 pushed through every layer), so the weights of the
-units that are on integrate to a Gaussian with covariance F F^T / gamma_s + I / gamma_e,
+units that are on integrate to a Gaussian with covariance sum_u F_u F_u^T / gamma_s[n, k_u]
++ I / gamma_e (each unit at its image's and map's slab precision, given),
 and gamma_e is integrated over its Gamma(a_e, b_e) prior on a grid in log gamma_e. Blocks
 of a lower layer whose footprint holds no observed pixel sum out exactly and are left
 out. Used to ask whether the states a chain reaches are where the posterior's mass is.
@@ -113,7 +114,7 @@ def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, p
     obs = np.ones(x.shape, bool) if mask is None else np.asarray(mask) > 0
     seen = [~u for u in unseen_blocks(obs.astype(np.float32), model)]
     h = model.hyper
-    gs = float(state.gamma_s)
+    gs = np.asarray(state.gamma_s, np.float64)  # N, K
     pa, pb = (float(v) for v in np.asarray(model.pi_prior if pi_prior is None else pi_prior))
     resid, s_top, on_all = np.asarray(state.resid), np.asarray(state.s_top), np.asarray(state.on) > 0
     zs = [np.asarray(z) for z in state.z]
@@ -129,8 +130,11 @@ def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, p
             raise ValueError(f"image {i}: the state's residual is not x minus its top units' images on the "
                              "observed pixels; score the state with the images (and mask) its chain ran on, "
                              "after its residual was rebuilt (topdown.state.residual)")
+        # unit u's weight has precision gamma_s[i, k_u]: its image scaled by its sd makes
+        # the covariance sum_u F_u F_u^T / gamma_s[i, k_u] + I / gamma_e
         f_obs = f.reshape(len(f), -1)[:, obs[i].ravel()].astype(np.float64)
-        out["fit"][i] = log_evidence(f_obs, x[i][obs[i]], gs, h.a_e, h.b_e)
+        f_obs = f_obs / np.sqrt(gs[i, units[:, 2]])[:, None] if len(units) else f_obs
+        out["fit"][i] = log_evidence(f_obs, x[i][obs[i]], 1.0, h.a_e, h.b_e)
         for l, g in enumerate(model.geoms[:-1]):
             z = zs[l][i]  # nbh, nbw, K: each block's state
             counts = np.stack([((z == s) & seen[l][i][..., None]).sum((0, 1)) for s in range(g.n_states)], -1)

@@ -27,6 +27,7 @@ from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
+from dgdm_tf.topdown.conjugate import gamma_s_summary
 from dgdm_tf.topdown.state import DeepState, init_state
 from dgdm_tf.topdown.sweep import log_joint, make_sweep_fn
 
@@ -47,7 +48,7 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
            "log_joint": float(log_joint(st, x, model, mask, svm, y, svm_hyper)),
            "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
            "gamma_e_mean": float(np.mean(np.asarray(st.gamma_e))),
-           "gamma_s": float(st.gamma_s), "active_top": float(np.mean(np.asarray(st.on)))}
+           "gamma_s": gamma_s_summary(st.gamma_s), "active_top": float(np.mean(np.asarray(st.on)))}
     for l, g in enumerate(model.geoms[:-1]):
         row[f"active_layer{l + 1}"] = float(np.mean(np.asarray(st.z[l]) != g.off))
     acc = np.asarray(stats["accept"])
@@ -99,7 +100,7 @@ def _state_from_numpy(z, cls=DeepState, prefix: str = "state"):
 def _averages(st: DeepState, model: DeepModel) -> dict:
     """Per-draw statistics the collection averages: dictionaries, precisions, usage."""
     out = {f"d{l}": np.asarray(d) for l, d in enumerate(st.d)}
-    out["gamma_s"] = np.asarray(st.gamma_s)
+    out["gamma_s"] = np.float64(gamma_s_summary(st.gamma_s))
     out["gamma_e"] = np.asarray(st.gamma_e)
     out["on_rate"] = np.asarray(st.on).mean(axis=(0, 1, 2))  # K_top
     for l, g in enumerate(model.geoms[:-1]):

@@ -25,7 +25,9 @@ DeepState = collections.namedtuple(
 
 
 #: the fields that hold one entry per image (leading axis); the others are global
-PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_e", "resid")
+#: (gamma_s is (N, K) in both of ``Hyper.gamma_s``'s kinds: "global" holds one value in
+#: every entry, so every conditional reads gamma_s[n, k] alike)
+PER_IMAGE_FIELDS = ("z", "log_theta", "s_top", "on", "log_pi", "gamma_s", "gamma_e", "resid")
 
 
 def take_images(state: DeepState, sl: slice) -> DeepState:
@@ -81,7 +83,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     The paper leaves the start open; this sets where the chain starts, not its target:
     each block of layer l < L-1 takes the position of its largest |correlation| with the
     layer input, bottom up (X[l+1] = the correlations there over ||D_k||^2, a matched
-    filter); the top layer starts off, theta and pi at their prior means, gamma_s at
+    filter); the top layer starts off, theta and pi at their prior means, every gamma_s at
     ``gamma_s_init`` and gamma_e at ``gamma_e_init`` (or 1 / Var(X_n)). Missing pixels
     (``mask``) enter the start as zeros. The first sweep draws the top layer first, so
     it sees these positions. With ``start`` (a :class:`dgdm_tf.pretrain.ridge_start.RidgeStart`)
@@ -133,7 +135,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
     else:
         gamma_e = tf.fill([n], tf.constant(float(gamma_e_init), tf.float32))
     st = DeepState(d=d, z=tuple(z), log_theta=tuple(log_theta), s_top=s_top, on=on,
-                   log_pi=log_pi, gamma_s=tf.constant(float(gamma_s_init), tf.float32),
+                   log_pi=log_pi, gamma_s=tf.fill([n, gt.k], tf.constant(float(gamma_s_init), tf.float32)),
                    gamma_e=gamma_e, resid=tf.zeros_like(x),
                    hmc_log_step=tf.zeros([model.n_layers]),
                    seed=tf.convert_to_tensor(seed, tf.int32))

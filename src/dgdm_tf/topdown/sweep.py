@@ -47,8 +47,8 @@ def local_steps(state: DeepState, x, model: DeepModel, seed_top, seed_z, *, mask
 def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
                  update_globals: bool = True, adapt: bool = False, n_leapfrog: int = N_LEAPFROG,
                  power_iterations: int = POWER_ITERATIONS, chunk: int | None = None):
-    """The rest of a sweep: (with ``update_globals``) every D and gamma_s, then theta, pi
-    and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`; ``chunk``: the D steps read
+    """The rest of a sweep: (with ``update_globals``) every D, then gamma_s (always when
+    it is per image and map, else with ``update_globals``), theta, pi and gamma_e. ``seeds``: the sweep's :data:`SWEEP_SEEDS`; ``chunk``: the D steps read
     the images that many at a time; ``n_leapfrog``, ``power_iterations``: the HMC kernel of
     D[l >= 1] (:func:`dgdm_tf.topdown.dictionaries.resample_d`).
     Returns (state, HMC acceptance per layer)."""
@@ -58,6 +58,7 @@ def global_steps(state: DeepState, x, model: DeepModel, seeds, *, mask=None,
             state, accept[l] = resample_d(state, x, model, l, fold_seed(seeds.d, l), mask=mask,
                                           n_leapfrog=n_leapfrog, adapt=adapt, chunk=chunk,
                                           power_iterations=power_iterations)
+    if update_globals or model.hyper.slab_per_image:  # per image and map, gamma_s is local
         state = resample_gamma_s(state, x, model, seeds.gamma_s)
     state = resample_theta(state, x, model, seeds.theta)
     state = resample_pi(state, x, model, seeds.pi)
@@ -161,9 +162,10 @@ def log_joint_terms(state: DeepState, x, model: DeepModel, mask=None) -> dict:
     """The log joint of :func:`log_joint` (no SVM) split by image: ``fit`` (N,) the
     Gaussian log-likelihood of each image's observed pixels; ``codes`` (N,) the log
     prior of the image's own variables (its blocks' Z and theta, its top units' on/off,
-    slab weights and pi, its gamma_e); ``shared`` the rest (the dictionaries' and
-    gamma_s's priors). Given the shared variables, p(state | X) of one image is
-    proportional to exp(fit + codes) of that image alone."""
+    slab weights and pi, its gamma_e, and its gamma_s when it is per image and map);
+    ``shared`` the rest (the dictionaries' priors, and a global gamma_s's). Given the
+    shared variables, p(state | X) of one image is proportional to exp(fit + codes) of
+    that image alone."""
     h = model.hyper
     n_obs = (tf.reduce_sum(mask, axis=[1, 2, 3]) if mask is not None
              else tf.fill([tf.shape(x)[0]], float(np.prod(x.shape[1:]))))
@@ -181,11 +183,14 @@ def log_joint_terms(state: DeepState, x, model: DeepModel, mask=None) -> dict:
     codes += tf.reduce_sum(state.on * lp[:, None, None, :, 0] + (1.0 - state.on) * lp[:, None, None, :, 1],
                            axis=[1, 2, 3])
     codes += tf.reduce_sum((model.pi_prior - 1.0) * lp, axis=[1, 2])
-    gs = state.gamma_s
-    codes += (0.5 * tf.reduce_sum(state.on, axis=[1, 2, 3]) * tf.math.log(gs / (2 * np.pi))
-              - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2, 3]))
+    gs = state.gamma_s  # N, K
+    codes += tf.reduce_sum(0.5 * tf.reduce_sum(state.on, axis=[1, 2]) * tf.math.log(gs / (2 * np.pi))
+                           - 0.5 * gs * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2]), axis=1)
     shared = tf.add_n([-0.5 * h.dict_prior_precision * tf.reduce_sum(tf.square(dl)) for dl in state.d])
-    shared += (h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs
+    if h.slab_per_image:
+        codes += tf.reduce_sum((h.a_w - 1.0) * tf.math.log(gs) - h.b_w * gs, axis=1)
+    else:
+        shared += (h.a_w - 1.0) * tf.math.log(gs[0, 0]) - h.b_w * gs[0, 0]
     return {"fit": fit, "codes": codes, "shared": shared}
 
 

@@ -3,8 +3,9 @@ S[L-1] = W . Z[L-1] (eq. SampleS; with the supervised model, the SVM's terms too
 unit's (z, w) drawn jointly, w integrated out of z's Bernoulli (precision
 gamma_e ||F||^2 + gamma_s, F the unit's image in the data plane). Units of one colour
 of one map have disjoint footprints (conditionally independent) and are drawn together.
-w of an off unit is integrated out (partially collapsed Gibbs; the paper leaves it
-open), so gamma_s counts active units only.
+w of an off unit is not drawn here: nothing but gamma_s sees it, and
+:func:`dgdm_tf.topdown.conjugate.resample_gamma_s` draws it from its prior when gamma_s
+is per image and map (or integrates it out when gamma_s is global).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     """(z, w) of every top unit; w integrated out of z (eq. SampleS, no SVM term).
 
     For unit u with data-plane image F (through the current Z and D) and residual R0 that
-    excludes the unit, b = <F, R0>, P = gamma_e ||F||^2 + gamma_s:
+    excludes the unit, b = <F, R0>, P = gamma_e ||F||^2 + gamma_s (the unit's image and map's):
         logit p(z = 1) = log(pi / (1 - pi)) + 1/2 log(gamma_s / P) + (gamma_e b)^2 / (2 P)
         w | z = 1 ~ N(gamma_e b / P, 1 / P)
     With ``return_expected`` also E[s_u | rest] = p(z = 1) E[w | z = 1] per unit, taken
@@ -251,7 +252,8 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
             k = i if maps is None else maps[i]
             cur = col.take(s_k[k], a, b)
             bsum, asum, finish, cache = terms(i, k, resid, cur, cache)
-            prec = ge * asum + gs
+            gs_k = tf.gather(gs, k, axis=1)[:, None, None]
+            prec = ge * asum + gs_k
             lin = ge * bsum
             if supervised:  # one unit per image: (N, 1, 1)
                 cu = coef[:, a, b, k][None]  # 1, C
@@ -259,7 +261,7 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
                 prec = prec + tf.reduce_sum(wgt * cu * cu, axis=1)[:, None, None]
                 lin = lin + tf.reduce_sum(wgt * cu * (tgt - rest), axis=1)[:, None, None]
             mu = lin / prec
-            logit = log_odds[:, k][:, None, None] + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
+            logit = log_odds[:, k][:, None, None] + 0.5 * tf.math.log(gs_k / prec) + 0.5 * prec * mu * mu
             s1, s2 = tf.unstack(tf.random.experimental.stateless_split(fold_seed(seed, ci, k), 2))
             u = tf.random.stateless_uniform(tf.shape(logit), s1)
             on_new = tf.cast((u < tf.sigmoid(logit)) & real, tf.float32)
@@ -332,7 +334,8 @@ def _resample_top_matched(state: DeepState, x, model: DeepModel, seed, mask=None
     s_u = tf.reshape(state.s_top, [n, n_units])
     on_u = tf.reshape(state.on, [n, n_units])
     e_u = tf.zeros_like(s_u)
-    ge, gs = state.gamma_e, state.gamma_s
+    ge = state.gamma_e
+    gs_u = tf.tile(state.gamma_s, [1, n_col])  # N, U
     log_odds = tf.tile(state.log_pi[..., 0] - state.log_pi[..., 1], [1, n_col])  # N, U
     s1, s2 = tf.unstack(tf.random.experimental.stateless_split(fold_seed(seed, "matched"), 2))
     u_all = tf.random.stateless_uniform([n_units, n], s1)  # step t's draws: row t
@@ -346,6 +349,7 @@ def _resample_top_matched(state: DeepState, x, model: DeepModel, seed, mask=None
         f = tf.gather_nd(f_flat, tf.stack([u, rows], axis=1))  # N, pixels
         cur = tf.gather_nd(s_u, at)
         r0 = resid + f * cur[:, None]
+        gs = tf.gather_nd(gs_u, at)
         prec = ge * tf.reduce_sum(f * f, axis=1) + gs
         mu = ge * tf.reduce_sum(f * r0, axis=1) / prec
         logit = tf.gather_nd(log_odds, at) + 0.5 * tf.math.log(gs / prec) + 0.5 * prec * mu * mu
