@@ -40,8 +40,8 @@ def _log_student(sq, dim, a, b):
 
 
 def exact_log_posterior(w, on, x, model: DeepModel, d) -> float:
-    """log p(W, Z[L] | X, D) up to a constant: gamma_e, gamma_s, theta and pi integrated out
-    in closed form, the lower unpooling (5^4 states) summed by enumeration."""
+    """log p(W, Z[L] | X, D) up to a constant: gamma_e, every map's gamma_s, theta and pi
+    integrated out in closed form, the lower unpooling (5^4 states) summed by enumeration."""
     h, g0, gt = model.hyper, model.geoms[0], model.top
     blocks = g0.nbh * g0.nbw * g0.k
     combos = np.array(list(itertools.product(range(g0.n_states), repeat=blocks)), np.int32)
@@ -55,7 +55,8 @@ def exact_log_posterior(w, on, x, model: DeepModel, d) -> float:
               + np.sum([[math.lgamma(alpha + c) - math.lgamma(alpha) for c in row] for row in counts], 1))
     terms = log_dm + _log_student(sq, x.size, h.a_e, h.b_e)
     log_lik = np.logaddexp.reduce(terms)
-    log_w = _log_student(np.sum(w ** 2), w.size, h.a_w, h.b_w)
+    # W ~ N(0, 1/gamma_s[k]) at every unit of map k, gamma_s[k] ~ Gamma(a_w, b_w): per map
+    log_w = sum(_log_student(np.sum(w[..., k] ** 2), gt.hs * gt.ws, h.a_w, h.b_w) for k in range(gt.k))
     a1, b1 = 1.0 / gt.k, 1.0 - 1.0 / gt.k  # Beta-Bernoulli per map, hs * ws units
     n_on = on.reshape(-1, gt.k).sum(0)
     n_units = gt.hs * gt.ws
@@ -112,3 +113,25 @@ def test_map_follows_the_scale_of_the_top_layer():
     assert np.mean(ref["features"] != 0) > 0.2
     np.testing.assert_array_equal(small["features"] != 0, ref["features"] != 0)
     np.testing.assert_allclose(small["features"], c * ref["features"], rtol=0.02, atol=1e-8)
+
+
+def test_map_stops_each_image_when_its_q_settles():
+    """With ``tol`` each image stops at the first iteration whose Q moved by at most tol
+    of itself: a loose tolerance stops every image within a few iterations, tol 0 runs
+    them all; the iterations are recorded per image, and a stopped image keeps the
+    features of the iteration it stopped at (the same as a run of exactly that many)."""
+    _, d, x = _tiny_data()
+    kw = dict(seed=6, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, burn_in=2,
+              progress=None)
+    full = deep_mcem.infer_map(x, d, LAYERS, iterations=12, **kw)
+    assert np.all(full["iterations"] == 12) and len(full["q_trace"]) == 12
+    loose = deep_mcem.infer_map(x, d, LAYERS, iterations=12, tol=0.5, **kw)
+    assert np.all(loose["converged"]) and np.all(loose["iterations"] <= 4)
+    at2 = loose["iterations"] == 2
+    assert at2.any()
+    short = deep_mcem.infer_map(x, d, LAYERS, iterations=2, **kw)
+    np.testing.assert_array_equal(loose["features"][at2], short["features"][at2])
+    assert not np.array_equal(loose["features"][~at2], short["features"][~at2])
+    tight = deep_mcem.infer_map(x, d, LAYERS, iterations=12, tol=1e-12, **kw)
+    assert not np.any(tight["converged"]) and np.all(tight["iterations"] == 12)
+    assert loose["layer1_pooled"].shape[0] == len(x)

@@ -52,6 +52,7 @@ EXEMPT = {
     ("run_refine", "checkpoint_every"): TWO,
     ("run_refine", "chunk"): TWO,
     ("run_refine", "scan"): TWO,
+    ("infer_map", "tol"): "0 in the library runs every iteration asked; supervised.predict stops each image when its Q settles",
     ("infer_topdown", "scan"): TWO,
     ("infer_topdown", "start"): TWO,
     ("infer_topdown", "chains"): "one chain in the library, as every sampler; the SVM's features average two (topdown_features.chains)",

@@ -80,6 +80,7 @@ rule supervised_predict:
         cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         run_config=lambda wc: run_config(wc.ds, "supervised"),
         config_files=CONFIG_FILES,
         hyper=config["hyper"],

@@ -172,11 +172,37 @@ def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
         pd.DataFrame(rows).to_csv(tmp, index=False)
 
 
+def alg2_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
+                  gamma_e_init: float, hyper: dict) -> dict:
+    """Route alg2 of a `topdown_features` block: the MAP top layer by the supplement's
+    Algorithm 2 (dgdm_tf.mcem.test_time.infer_map) with the block's `alg2` settings,
+    from the chain's scan; 'alg2' holds the iterations the images took."""
+    import numpy as np
+
+    from dgdm_tf.mcem.test_time import infer_map
+
+    a = cfg["alg2"]
+    res = infer_map(x, dictionaries, layers, seed=seed, burn_in=int(a["burn_in"]),
+                    iterations=int(a["max_iterations"]), tol=float(a["tol"]),
+                    batch_size=int(a["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e_init,
+                    hyper=hyper, rmsprop_lr=float(a["rmsprop_lr"]), rmsprop_decay=float(a["rmsprop_decay"]),
+                    rmsprop_steps=int(a["rmsprop_steps"]), scan=cfg["scan"], progress=progress)
+    it = res["iterations"]
+    res["alg2"] = {"iterations_mean": float(np.mean(it)), "iterations_median": float(np.median(it)),
+                   "iterations_max": int(np.max(it)), "converged": float(np.mean(res["converged"])),
+                   "q_trace": [float(q) for q in res["q_trace"]], "seconds": float(res["seconds"])}
+    res["chains"] = 0  # no chain is averaged: a MAP
+    progress(f"Algorithm 2: {res['alg2']['iterations_mean']:.1f} iterations an image (max "
+             f"{res['alg2']['iterations_max']}), {100 * res['alg2']['converged']:.0f} % within tol {a['tol']}")
+    return res
+
+
 def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
                            gamma_e_init: float, hyper: dict, check_seed: int | None = None) -> dict:
-    """The test-time top-down chain (dgdm_tf.topdown.chain.infer_topdown) with the chain
-    settings of a `topdown_features` block: the features of unsupervised_svm (refined
-    model) and of pretrained_svm with `features.route: topdown` (pretrained layers).
+    """The test-time top-down features of a `topdown_features` block: route alg2
+    (:func:`alg2_features`), or route chain, the chain (dgdm_tf.topdown.chain.infer_topdown)
+    with the block's chain settings: the features of unsupervised_svm (refined model) and
+    of pretrained_svm with `features.route: topdown` (pretrained layers).
     With two or more chains the result also holds 'half_distance'
     (dgdm_tf.mcmc.diagnostics.half_distance of the chains' features: the chains differ by
     their map order, so it says how much the order decides the features). With
@@ -188,6 +214,9 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
     from dgdm_tf.topdown import chain as deep_chain
     from dgdm_tf.topdown import evidence
 
+    if cfg["route"] == "alg2":
+        return alg2_features(x, dictionaries, layers, cfg, seed=seed, gamma_s=gamma_s,
+                             gamma_e_init=gamma_e_init, hyper=hyper)
     chains = int(cfg["chains"])
     res = deep_chain.infer_topdown(
         x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),

@@ -69,6 +69,25 @@ test_err = 100.0 * float(np.mean(pred != labels))
 progress(f"{ds}: supervised model, decision values averaged over {n_models} model(s): "
          f"test error {test_err:.2f}%")
 
+# Train / test feature mismatch: the chain drew its training images' top layer with the
+# SVM's augmented likelihood (labels in), the test images' without. The first
+# `mismatch_images` training images re-inferred by the test route (no labels), read by
+# the same kept models: an error far above the chain's own train error says the
+# classifier was fitted to features the test route does not give.
+mismatch = None
+n_mm = int(pcfg["mismatch_images"])
+if n_mm > 0:
+    xt, yt, _ = shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, ds)
+    progress(f"{ds}: re-inferring {len(xt)} training images by the test route, without labels")
+    res_t = classify_supervised(xt, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
+                                seeds=[seed_for(seed, ds, "supervised_mismatch", j) for j in range(n_models)],
+                                progress=progress)
+    mismatch = {"images": int(len(xt)), "train_error_chain_pct": train_err,
+                "train_error_test_route_pct": 100.0 * float(np.mean(np.argmax(res_t.scores, 1) != yt)),
+                "seconds": float(res_t.seconds)}
+    progress(f"{ds}: training images by the test route: error {mismatch['train_error_test_route_pct']:.2f} % "
+             f"(the chain's own features: {train_err:.2f} %)")
+
 df = pd.DataFrame({"test_index": idx, "label": labels, "predicted": pred})
 for c in range(n_classes):
     df[f"score_{c}"] = scores[:, c]
@@ -103,6 +122,7 @@ metrics = {
     "per_model_test_error_pct": per_model,
     "n_models_averaged": n_models,
     "test_features": kind,
+    "train_test_mismatch": mismatch,
     "mcem_q_trace": q_traces,
     "activity_ink_layer1": None if mixing_diag is None else mixing_diag["activity_ink_layer1"],
     "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass

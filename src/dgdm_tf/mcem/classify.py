@@ -40,13 +40,14 @@ class Classified:
 def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence[dict], *,
              route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
              collect: int | None = None, chains: int = 1, iterations: int | None = None,
-             rmsprop: dict | None = None, gamma_e_init: float | None = None,
+             tol: float = 0.0, rmsprop: dict | None = None, gamma_e_init: float | None = None,
              hyper: dict | None = None, scan: str,
              progress: Callable[[str], None] | None = None) -> Classified:
     """The decision values of ``x`` under each of ``models`` ((dictionaries, beta (C, F+1))
     pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
     features drawn from ``seeds[j]``. ``route`` ``mcem`` runs ``burn_in`` sweeps and
-    ``iterations`` MCEM iterations with ``rmsprop`` (lr, decay, steps); ``gibbs``
+    MCEM iterations with ``rmsprop`` (lr, decay, steps) until each image's Q changes by at
+    most ``tol`` of itself (at most ``iterations``; :func:`infer_map`); ``gibbs``
     ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
     map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged."""
     if route not in ("mcem", "gibbs"):
@@ -61,7 +62,7 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
     for j, (dictionaries, beta) in enumerate(models):
         if route == "mcem":
             res = infer_map(x, dictionaries, layers, seed=seeds[j], iterations=int(iterations),
-                            rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
+                            tol=float(tol), rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
                             rmsprop_steps=int(rmsprop["steps"]), **common)
             q_traces.append([float(q) for q in res["q_trace"]])
             s_top = res["features"]
@@ -83,7 +84,7 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
     """:func:`classify` with the kept models of a supervised model ``sup``
     (:class:`dgdm_tf.io.artifacts.SupervisedModel`) and the settings of a
     ``supervised.predict`` config block (features, burn_in, collect, chains, iterations,
-    batch_size, rmsprop_lr / _decay / _steps); ``seeds[j]`` seeds kept model j."""
+    tol, batch_size, rmsprop_lr / _decay / _steps); ``seeds[j]`` seeds kept model j."""
     betas = np.asarray(sup.samples_beta)
     models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
     if len(seeds) != len(models):
@@ -92,7 +93,8 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
                     route=predict["features"], seeds=list(seeds),
                     burn_in=int(predict["burn_in"]), collect=int(predict["collect"]),
                     chains=int(predict["chains"]),
-                    iterations=int(predict["iterations"]), batch_size=int(predict["batch_size"]),
+                    iterations=int(predict["iterations"]), tol=float(predict["tol"]),
+                    batch_size=int(predict["batch_size"]),
                     rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
                     gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,
                     progress=progress)

@@ -1,13 +1,13 @@
 """Test-time inference of the supervised model (supplement Algorithm 2 and "Testing"):
 Monte Carlo EM for the MAP of a new image's top layer S[L] = W . Z[L], dictionaries fixed.
 
-Psi_test = (W, Z[L]) (W defined for every unit, prior N(0, 1/gamma_s[n])), Phi_test =
+Psi_test = (W, Z[L]) (W defined for every unit, prior N(0, 1/gamma_s[n, k])), Phi_test =
 (Z[l < L-1], theta, pi, gamma_e, gamma_s): the latent variables the E-step samples from
-their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.topdown.sweep`; gamma_s
-is one per image here, the paper's per-image prior of a new image's weights). The M-step
-raises the sampled Q (eq. ApproTestQ)
+their conditionals given Psi_test (the Gibbs kernels of :mod:`dgdm_tf.topdown.sweep`;
+gamma_s per image and top map by Eq. SampleR, or a global one held, ``Hyper.gamma_s``).
+The M-step raises the sampled Q (eq. ApproTestQ)
 
-    Q(W, Z) = sum_n [ -gamma_e/2 ||X - g(W . Z)||^2 - gamma_s/2 ||W||^2
+    Q(W, Z) = sum_n [ -gamma_e/2 ||X - g(W . Z)||^2 - sum_k gamma_s[n, k]/2 ||W_k||^2
                       + sum_u z_u log pi + (1 - z_u) log(1 - pi) ]
 
 in two moves, each of which cannot lower it:
@@ -34,26 +34,30 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.topdown.conjugate import resample_gamma_e, resample_pi, resample_theta
-from dgdm_tf.topdown.state import DeepState, fold_seed, init_state, masked, reconstruct, residual
+from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, init_state, masked, reconstruct, residual
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.topdown.top_units import top_unit_terms
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.compiled import cached_builder, compiled
-from dgdm_tf.core.model import DeepModel
+from dgdm_tf.core.model import DeepModel, layer_inputs
 
 
-def _resample_gamma_s_per_image(w, model: DeepModel, seed):
-    """gamma_s[n] | W_n ~ Gamma(a_w + M/2, b_w + ||W_n||^2 / 2), M units per image."""
+def resample_gamma_s_given_w(state: DeepState, w, model: DeepModel, seed):
+    """gamma_s | W (Eq. SampleR): per image and top map, Gamma(a_w + M/2, b_w + ||W_nk||^2 / 2)
+    with M = N_sx N_sy units of the map (W is the M-step's point at every unit; where Z = 0
+    it is 0, its prior mode). A global gamma_s (``Hyper.gamma_s``) is held at the state's."""
     h = model.hyper
-    m = float(np.prod(w.shape[1:]))
-    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+    if not h.slab_per_image:
+        return state.gamma_s
+    m = float(model.top.hs * model.top.ws)
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(w), axis=[1, 2])  # N, K
     return tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate
 
 
 def e_step(state: DeepState, w, x, model: DeepModel, seed, mask=None):
-    """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and per-image gamma_s.
-    Returns (state, gamma_s (N,))."""
+    """Phi_test | Psi_test: lower unpooling, theta, pi, gamma_e and gamma_s.
+    Returns (state with the new gamma_s, gamma_s (N, K))."""
     seeds = random.split(seed, ("z", "theta", "pi", "gamma_e", "gamma_s"))
     state = state._replace(resid=residual(state, x, model, mask))
     for l in range(model.n_layers - 2, -1, -1):
@@ -61,7 +65,8 @@ def e_step(state: DeepState, w, x, model: DeepModel, seed, mask=None):
     state = resample_theta(state, x, model, seeds.theta)
     state = resample_pi(state, x, model, seeds.pi)
     state = resample_gamma_e(state, x, model, seeds.gamma_e, mask)
-    return state, _resample_gamma_s_per_image(w, model, seeds.gamma_s)
+    gs = resample_gamma_s_given_w(state, w, model, seeds.gamma_s)
+    return state._replace(gamma_s=gs), gs
 
 
 def maximise_units(state: DeepState, w, gamma_s, model: DeepModel, mask=None):
@@ -69,7 +74,6 @@ def maximise_units(state: DeepState, w, gamma_s, model: DeepModel, mask=None):
     gt, col = model.top, model.colourings[-1]
     colour_terms = top_unit_terms(state, model, mask)
     ge = state.gamma_e[:, None, None]
-    gs = gamma_s[:, None, None]
     s_k = tf.transpose(state.s_top, [3, 0, 1, 2])
     w_k = tf.transpose(w, [3, 0, 1, 2])
     log_odds = state.log_pi[..., 0] - state.log_pi[..., 1]
@@ -82,7 +86,7 @@ def maximise_units(state: DeepState, w, gamma_s, model: DeepModel, mask=None):
 
         def body(k, resid, s_k, w_k, cache, a=a, b=b, member=member, real=real, terms=terms):
             bsum, asum, finish, cache = terms(k, k, resid, col.take(s_k[k], a, b), cache)
-            prec = ge * asum + gs
+            prec = ge * asum + tf.gather(gamma_s, k, axis=1)[:, None, None]
             w_best = ge * bsum / prec
             gain = log_odds[:, k][:, None, None] + 0.5 * prec * w_best * w_best
             on = tf.cast((gain > 0.0) & real, tf.float32)
@@ -106,7 +110,7 @@ def q_value(state: DeepState, w, gamma_s, x, model: DeepModel, mask=None) -> tf.
     r = masked(x - rec, mask)
     lp = state.log_pi
     return (-0.5 * state.gamma_e * tf.reduce_sum(tf.square(r), axis=[1, 2, 3])
-            - 0.5 * gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2, 3])
+            - 0.5 * tf.reduce_sum(gamma_s * tf.reduce_sum(tf.square(w), axis=[1, 2]), axis=1)
             + tf.reduce_sum(state.on * lp[:, None, None, :, 0]
                             + (1.0 - state.on) * lp[:, None, None, :, 1], axis=[1, 2, 3]))
 
@@ -116,11 +120,11 @@ def rmsprop_w(state: DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float
     """Move 2 of the M-step: RMSprop ascent on W with Z fixed (eq. UpdateW).
 
     RMSprop's step is about ``lr`` whatever the gradient's size, so ``lr`` is taken in
-    units of W's prior sd ``1 / sqrt(gamma_s)`` (per image): the paper's 1e-3 assumed
+    units of W's prior sd ``1 / sqrt(gamma_s)`` (per image and map): the paper's 1e-3 assumed
     weights of order 1, and on MNIST's top layer (sd ~ 2e-3) an absolute 1e-3 step
     scrambled the features (test error 87% against 18% without the step; docs/design.md).
     """
-    scale = tf.math.rsqrt(tf.reshape(gamma_s, [-1, 1, 1, 1]))
+    scale = tf.math.rsqrt(gamma_s)[:, None, None, :]
     for _ in range(steps):
         with tf.GradientTape() as tape:
             tape.watch(w)
@@ -156,28 +160,36 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
               seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
               gamma_e_init: float | None = None, hyper: dict | None = None,
               rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              scan: str = "random", progress: Callable[[str], None] | None = print) -> dict:
+              tol: float = 0.0, scan: str = "random",
+              progress: Callable[[str], None] | None = print) -> dict:
     """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
-    dictionaries and the training gamma_s fixed, then ``iterations`` MCEM iterations.
+    dictionaries fixed (gamma_s from ``gamma_s``, then drawn per image and map unless it
+    is global), then MCEM iterations until each image's Q changes by less than ``tol``
+    relative to its previous value (at most ``iterations``; ``tol`` 0: exactly
+    ``iterations``). An image's features are its M-step point at the iteration it first
+    met the tolerance; the batch runs on until every image has (or ``iterations``).
 
-    Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'q_trace':
-    (iterations,) mean Q per image after each iteration, 'seconds'}. Batch b is seeded
-    by fold-in of (seed, b): results do not depend on the batches before it.
-    The compiled sweep and iteration are shared by every call on an equal model
-    (:func:`dgdm_tf.core.compiled.cached_builder`): traced once per shape, not per call.
+    Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'layer1_pooled':
+    layer 1's pooled output at the last iteration (its S when it is the top), 'iterations':
+    (N,) the iterations each image took, 'converged': (N,) bool, 'q_trace':
+    (iterations run,) mean Q per image over the images that ran each iteration,
+    'seconds'}. Batch b is seeded by fold-in of (seed, b): results do not depend on the
+    batches before it. The compiled sweep and iteration are shared by every call on an
+    equal model (:func:`dgdm_tf.core.compiled.cached_builder`): traced once per shape.
     ``scan``: the visiting order of the Gibbs sweeps and E-steps (:class:`DeepModel`); the
     M-step's coordinate ascent keeps index order.
     """
     x = np.asarray(x, np.float32)
     check_finite("test-time MCEM input x", x)
-    if burn_in < 0 or iterations < 1 or batch_size < 1:
-        raise ValueError("need burn_in >= 0, iterations >= 1 and batch_size >= 1")
+    if burn_in < 0 or iterations < 1 or batch_size < 1 or tol < 0:
+        raise ValueError("need burn_in >= 0, iterations >= 1, batch_size >= 1 and tol >= 0")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     gibbs_fn = make_sweep_fn(model, update_globals=False)
     mcem_fn = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay, steps=rmsprop_steps)
-    feats, q_sum = [], np.zeros(iterations)
+    feats, iters, conv, l1s = [], [], [], []
+    q_sum, q_cnt = np.zeros(iterations), np.zeros(iterations)
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
         real = x[b0: b0 + batch_size]
@@ -195,14 +207,38 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
             st, _ = gibbs_fn(st, xb)
         w = st.s_top
         v = tf.zeros_like(w)
+        f = np.zeros((n_real, int(np.prod(st.s_top.shape[1:]))), np.float32)
+        took = np.zeros(n_real, np.int64)
+        done = np.zeros(n_real, bool)
+        q_prev = None
         for t in range(iterations):
             st, w, v, _, q = mcem_fn(st, w, v, xb)
-            q_sum[t] += float(tf.reduce_sum(q[:n_real]))
-        f = np.asarray(st.s_top).reshape(nb, -1)[:n_real]
+            q = np.asarray(q, np.float64)[:n_real]
+            q_sum[t] += float(np.sum(q))
+            q_cnt[t] += n_real
+            if q_prev is not None and tol > 0:
+                newly = ~done & (np.abs(q - q_prev) <= tol * np.maximum(np.abs(q_prev), 1e-30))
+                if newly.any():
+                    f[newly] = np.asarray(st.s_top).reshape(nb, -1)[:n_real][newly]
+                    took[newly], done = t + 1, done | newly
+            q_prev = q
+            if done.all():
+                break
+        rest = ~done
+        f[rest] = np.asarray(st.s_top).reshape(nb, -1)[:n_real][rest]
+        took[rest] = t + 1
         check_finite("MAP top-layer features", f)
         feats.append(f)
-        done = b0 + n_real
-        say(f"test-time MCEM: {done}/{len(x)} images, Q/image {q_sum[-1] / done:.6g}, "
-            f"{done / max(time.time() - t0, 1e-9):.2f} images/s")
-    return {"features": np.concatenate(feats), "q_trace": q_sum / len(x),
+        # layer 1's pooled output at the last iteration (the mixing diagnostics read it)
+        xs = layer_inputs(st.s_top, model, st.d, dense_z(st, model))
+        l1s.append(np.asarray(xs[1] if model.n_layers > 1 else st.s_top)[:n_real])
+        iters.append(took)
+        conv.append(done if tol > 0 else np.ones(n_real, bool))
+        n_done = b0 + n_real
+        say(f"test-time MCEM: {n_done}/{len(x)} images, iterations {np.mean(took):.1f} (max {took.max()}), "
+            f"converged {np.mean(done):.0%}, {n_done / max(time.time() - t0, 1e-9):.2f} images/s")
+    ran = q_cnt > 0
+    return {"features": np.concatenate(feats), "layer1_pooled": np.concatenate(l1s),
+            "iterations": np.concatenate(iters),
+            "converged": np.concatenate(conv), "q_trace": q_sum[ran] / q_cnt[ran],
             "seconds": time.time() - t0}
