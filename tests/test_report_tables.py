@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dgdm_tf.report import paper, tables
+from dgdm_tf.report import run_notes
 from dgdm_tf.report.run_notes import run_note
 from dgdm_tf.report.runs import (IMPLEMENTED_METHODS, cnn_peer_run, cnn_peer_runs, load_metrics,
                                  reference_peer_run, reference_peer_runs, row_subsets)
@@ -160,12 +161,12 @@ def test_schema_enums_match_the_library():
     assert set(IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
 
 
-@pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (2 Gibbs sweeps, then 4 MCEM"),
+@pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (Algorithm 2: 2 Gibbs sweeps, then MCEM iterations to tol 0.001, at most 4)"),
                                             ("gibbs", "posterior mean of the top layer (2 burn-in + 3 Gibbs")])
 def test_supervised_note_names_the_test_features(features, says):
     m = {"n_train": 600, "n_models_averaged": 2, "config": {"supervised": {
         "start_from": "refined", "burn_in": 12, "collect": 4, "thin": 1,
-        "predict": {"features": features, "burn_in": 2, "collect": 3, "iterations": 4}}}}
+        "predict": {"features": features, "burn_in": 2, "collect": 3, "iterations": 4, "tol": 0.001}}}}
     note = run_note("mnist", "supervised", m)
     assert says in note and ("MCEM" in note) == (features == "mcem"), note
 
@@ -182,6 +183,24 @@ def test_pretrained_note_names_the_feature_route(route, chains, says):
                     "topdown_features": td}}
     note = run_note("mnist", "pretrained_svm", m)
     assert says in note and ("chains per" in note) == (chains > 1), note
+
+
+@pytest.mark.parametrize("method, cfg, hyper, n_models, says", [
+    ("pretrained_svm", {"features": {"route": "topdown"}, "topdown_features": {
+        "route": "alg2", "alg2": {"tol": 0.001, "max_iterations": 20}}}, {"gamma_s": "image_map"}, None,
+     "gamma_s per image and map; Algorithm 2 to tol 0.001 (at most 20 iterations); 1 model averaged"),
+    ("unsupervised_svm", {"topdown_features": {"route": "chain", "burn_in": 0, "collect": 1, "chains": 2}},
+     {"gamma_s": "global"}, None, "one global gamma_s; first sweep, 2 chains; 1 model averaged"),
+    ("unsupervised_svm", {"topdown_features": {"route": "chain", "burn_in": 16, "collect": 32, "chains": 1}},
+     {}, None, "gamma_s per image and map; posterior mean after 16 + 32 sweeps; 1 model averaged"),
+    ("supervised", {"supervised": {"predict": {"features": "mcem", "tol": 0.01, "iterations": 5}}},
+     {"gamma_s": "image_map"}, 3, "Algorithm 2 to tol 0.01 (at most 5 iterations); 3 models averaged"),
+    ("encoder_svm", {}, {}, None, "")])
+def test_paper_rows_label_says_what_they_ran(method, cfg, hyper, n_models, says):
+    """Each paper row's label names its model (gamma_s), feature route and models averaged."""
+    m = {"config": cfg, "hyper": hyper, "n_models_averaged": n_models}
+    recipe = run_notes.row_recipe(method, m)
+    assert (says in recipe) if says else recipe == "", recipe
 
 
 # ------------------------------------------- the reference row and the CNN at row sizes

@@ -31,12 +31,17 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
                f"{pr.get('collect')} Gibbs sweeps"
                + (f" per chain, {pr['chains']} chains averaged" if int(pr.get("chains") or 1) > 1 else "")
                + ")" if pr.get("features") == "gibbs" else
-               f"MCEM MAP of the top layer ({pr.get('burn_in')} Gibbs sweeps, then "
-               f"{pr.get('iterations')} MCEM iterations)")
+               f"MCEM MAP of the top layer (Algorithm 2: {pr.get('burn_in')} Gibbs sweeps, then "
+               f"MCEM iterations to tol {pr.get('tol')}, at most {pr.get('iterations')})")
             + f", decision values averaged over {m.get('n_models_averaged')} models")
         if m.get("per_model_test_error_pct"):
             bits.append("test error of each model alone: "
                         + ", ".join(f"{e:.2f}%" for e in m["per_model_test_error_pct"]))
+        mm = m.get("train_test_mismatch")
+        if mm:
+            bits.append(f"its first {mm['images']} training images by the test route (no labels): "
+                        f"error {mm['train_error_test_route_pct']:.2f}% (the chain's own features: "
+                        f"{mm['train_error_chain_pct']:.2f}%)")
     pre = cfg.get("pretrain") or {}
     ref = cfg.get("refine") or {}
     if method == "unsupervised_svm" and ref:
@@ -76,8 +81,48 @@ def run_note(ds: str, method: str, m: Mapping[str, Any]) -> str:
     return f"`{method}` ran with " + "; ".join(bits) + "." if bits else ""
 
 
+#: the rows whose label says what they ran (:func:`row_recipe`): the paper's three
+PAPER_ROWS = ("pretrained_svm", "unsupervised_svm", "supervised")
+
+
+def row_recipe(method: str, m: Mapping[str, Any]) -> str:
+    """What a paper row ran, for its label in the table: the model's gamma_s, the test
+    features' route and the models averaged, from its metrics.json ("" for other rows)."""
+    if method not in PAPER_ROWS:
+        return ""
+    cfg = m.get("config", {}) or {}
+    kind = (m.get("hyper") or {}).get("gamma_s", "image_map")
+    bits = ["gamma_s per image and map" if kind == "image_map" else "one global gamma_s"]
+    if method == "supervised":
+        pr = (cfg.get("supervised") or {}).get("predict") or {}
+        route = ("alg2" if pr.get("features") == "mcem" else "chain", pr.get("tol"), pr.get("iterations"), pr)
+    elif method == "pretrained_svm" and (cfg.get("features") or {}).get("route") != "topdown":
+        route = ("layerwise", None, None, cfg.get("features") or {})
+    else:
+        td = cfg.get("topdown_features") or {}
+        a = td.get("alg2") or {}
+        route = (td.get("route", "chain"), a.get("tol"), a.get("max_iterations"), td)
+    name, tol, its, blk = route
+    if name == "alg2":
+        bits.append(f"Algorithm 2 to tol {tol} (at most {its} iterations)")
+    elif name == "layerwise":
+        bits.append("layer-wise chains")
+    elif int(blk.get("burn_in") or 0) == 0 and int(blk.get("collect") or 1) == 1:
+        bits.append("first sweep" + (f", {blk.get('chains')} chains" if int(blk.get("chains") or 1) > 1 else ""))
+    else:
+        bits.append(f"posterior mean after {blk.get('burn_in')} + {blk.get('collect')} sweeps"
+                    + (f" x {blk.get('chains')} chains" if int(blk.get("chains") or 1) > 1 else ""))
+    n_models = int(m.get("n_models_averaged") or 1)
+    bits.append(f"{n_models} model{'s' if n_models > 1 else ''} averaged")
+    return "; ".join(bits)
+
+
 def _topdown_sweeps(td: Mapping[str, Any]) -> str:
     """The test-time top-down chains' schedule of a ``topdown_features`` block."""
+    if td.get("route") == "alg2":
+        a = td.get("alg2") or {}
+        return (f"Algorithm 2, {a.get('burn_in')} Gibbs sweeps then MCEM iterations until each image's "
+                f"Q changes by at most {a.get('tol')} of itself (at most {a.get('max_iterations')})")
     chains = int(td.get("chains") or 1)
     return (f"{td.get('burn_in')} burn-in + {td.get('collect')} collection sweeps"
             + (f" per chain, {chains} chains per image averaged" if chains > 1 else ""))

@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from dgdm_tf.report.paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
-from dgdm_tf.report.run_notes import run_note
+from dgdm_tf.report.run_notes import row_recipe, run_note
 from dgdm_tf.report.runs import (BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, cnn_peer_runs,
                                  reference_peer_runs)
 
@@ -174,7 +174,9 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
         else:
             cfgf = m.get("config_file") or DASH
             size = f"{m.get('n_train', DASH)} / {m.get('n_test', DASH)}"
-            out.append(_row([r.label, _ours_value(metric, m), _fmt_value(r.value),
+            recipe = row_recipe(r.method, m)
+            label = f"{r.label} ({recipe})" if recipe else r.label
+            out.append(_row([label, _ours_value(metric, m), _fmt_value(r.value),
                              f"`{cfgf}`", size, format_seconds(m.get("wall_seconds"))]
                             + peer_cell(r.method)))
             note = run_note(ds, r.method, m)
