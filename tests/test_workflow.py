@@ -508,3 +508,27 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_siz
     with np.load(repo / target) as z:
         for k, v in want.items():
             np.testing.assert_array_equal(z[k], v, err_msg=k)
+
+
+@pytest.mark.slow
+def test_estimator_comparison_probe_runs_on_the_smoke_run(smoke_run, tmp_path):
+    """experiments/estimators/compare_routes.py (the findings page's command) runs on a
+    workflow target's outputs: every route under both kinds of gamma_s gives an error
+    with its standard error, the posterior mean its R-hat and ESS, Algorithm 2 the
+    iterations its images took."""
+    repo, cfg = smoke_run
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(repo / "src"))
+    out = tmp_path / "estimators.json"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "estimators" / "compare_routes.py"),
+                        "--results", str(repo / "results" / "mnist_smoke"), "--config", str(cfg),
+                        "--smoke", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {(w["gamma_s"], w["route"]) for w in rows} == {
+        (k, q) for k in ("image_map", "global") for q in ("first", "mean", "alg2")}
+    for w in rows:
+        assert 0 <= w["test_error_pct"] <= 100 and w["se_pct"] >= 0
+        if w["route"] == "mean":
+            assert w["rhat_test_median"] >= 0.9 and w["ess_bulk_test_median"] > 0
+        if w["route"] == "alg2":
+            assert 1 <= w["iterations_test_mean"] <= 3

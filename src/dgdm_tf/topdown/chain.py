@@ -45,7 +45,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                   seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
                   chains: int = 1, chain_orders: str = "permuted", scan: str = "random", start=None,
-                  keep_chains: bool = False, progress: Callable[[str], None] | None = print) -> dict:
+                  keep_chains: bool = False, keep_draws: bool = False,
+                  progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
     the missing pixels from the likelihood. ``start``: the top layer's order-free start
@@ -57,7 +58,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
     top; the mixing diagnostics read it), 'chains': how many chains each output averages,
     'seconds'}; with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
-    mean (their average is 'features'). Batch b's chain is seeded by
+    mean (their average is 'features'); with ``keep_draws`` also 'draws': (chains, collect,
+    N, F), every collected sweep's features (for R-hat and ESS across chains). Batch b's chain is seeded by
     fold-in of (seed, b), so results do not depend on the batches before it.
 
     The reconstruction is Rao-Blackwellised twice, each sweep adding g at conditional
@@ -97,7 +99,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         raise ValueError(f"chain_orders must be 'permuted' or 'same', got {chain_orders!r}")
     perms = [chain_permutations(ks, c if chain_orders == "permuted" else 0) for c in range(int(chains))]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
-    feats, recs, l1s, per_chain = [], [], [], []
+    feats, recs, l1s, per_chain, draws = [], [], [], [], []
     fns = {}
     t0 = time.time()
     for b0 in range(0, len(x), batch_size):
@@ -112,7 +114,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         bseed = random.fold(random.salted(seed, "topdown_batch", tf.int32), b0 // batch_size)
         xt = tf.constant(xb)
         f_acc = r_acc = l1_acc = 0.0
-        f_chain = []
+        f_chain, d_chain = [], []
         for c in range(int(chains)):
             f_before = f_acc
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
@@ -125,7 +127,10 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                 st, stats = fns[nb](st, xt) if mb is None else fns[nb](st, xt, mb)
                 if t >= burn_in:
                     ex = stats["expected_top"]
-                    f_acc = f_acc + np.asarray(ex)[..., back_top].reshape(nb, -1)
+                    f_t = np.asarray(ex)[..., back_top].reshape(nb, -1)
+                    f_acc = f_acc + f_t
+                    if keep_draws:
+                        d_chain.append(f_t.astype(np.float32))
                     zd = [soft_indicators(z, g, None if u is None else tf.exp(lt), u)
                           for z, lt, u, g in zip(before.z, before.log_theta, unseen, lower)]
                     xs = layer_inputs(ex, model, st.d, zd)
@@ -141,6 +146,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         l1s.append((l1_acc / n_draws).astype(np.float32))
         if keep_chains:
             per_chain.append(np.stack(f_chain))
+        if keep_draws:
+            draws.append(np.stack(d_chain).reshape(int(chains), collect, nb, -1))
         done = b0 + nb
         say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     out = {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
@@ -148,6 +155,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
            "seconds": time.time() - t0}
     if keep_chains:
         out["chain_features"] = np.concatenate(per_chain, axis=1)
+    if keep_draws:
+        out["draws"] = np.concatenate(draws, axis=2)
     return out
 
 
