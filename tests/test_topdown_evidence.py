@@ -82,7 +82,7 @@ def test_the_true_state_is_more_probable_than_its_maps_shuffled():
     model, d, x, z0, on, s = _drawn(np.random.default_rng(2))
     g0 = model.geoms[0]
     st = init_state(x, model, d, [1, 2])._replace(z=(tf.constant(z0),), on=tf.constant(on),
-                                                  s_top=tf.constant(s), gamma_s=tf.constant(0.25))
+                                                  s_top=tf.constant(s), gamma_s=tf.fill([len(x), model.top.k], 0.25))
     true = st._replace(resid=residual(st, x, model))
     shuffled = st._replace(on=tf.constant(on[..., ::-1].copy()), s_top=tf.constant(s[..., ::-1].copy()))
     shuffled = shuffled._replace(resid=residual(shuffled, x, model))

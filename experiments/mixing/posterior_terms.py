@@ -55,7 +55,7 @@ for t, st in states.items():
     for label, pr in list(priors.items())[1:]:
         row[label] = collapsed_log_prob_terms(st, xs, model, pi_prior=pr)["on"]
     for c in scales:
-        row[f"gamma_s x {c:g}"] = collapsed_log_prob_terms(st._replace(gamma_s=tf.constant(gs * c, tf.float32)),
+        row[f"gamma_s x {c:g}"] = collapsed_log_prob_terms(st._replace(gamma_s=st.gamma_s * c),
                                                            xs, model)["fit"]
     resid = np.sqrt((np.asarray(st.resid) ** 2).sum((1, 2, 3)) / (xs ** 2).sum((1, 2, 3)))
     terms[t] = row
