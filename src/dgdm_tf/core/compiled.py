@@ -4,7 +4,7 @@ The samplers' control flow is explicit: ``tf.while_loop`` over the maps of a col
 Python loops over what is static (colours, layers, leapfrog steps, chunks). AutoGraph
 has nothing to convert there, but left on it re-parses and rewrites the source of every
 Python function a trace reaches: two thirds of the time to trace a sweep
-(docs/design.md, "Compiled steps without AutoGraph"), and tracing, not sampling, is what
+(docs/findings/autograph_off.md), and tracing, not sampling, is what
 small runs and the test suite spend.
 Code that needs a data-dependent branch writes ``tf.cond`` / ``tf.while_loop``; a Python
 ``if`` on a tensor fails at trace time with TensorFlow's own message.

@@ -159,7 +159,7 @@ class DeepModel:
         all overlap). Every order is an exact sweep and an order drawn independently of
         the state a mixture of them; with a fixed order the blocks visited first take
         whatever residual a sweep finds, and the chain keeps that decomposition
-        (docs/design.md, "Mixing")."""
+        (docs/findings/layerwise_scan_order.md, docs/findings/matched_scan.md)."""
         if scan not in ("random", "fixed", "matched"):
             raise ValueError(f"scan must be 'random', 'fixed' or 'matched', got {scan!r}")
         self.scan = scan

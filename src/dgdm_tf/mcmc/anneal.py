@@ -5,7 +5,7 @@ a stroke's explanation from one unpooling block to a neighbour of another colour
 through a state whose likelihood is lower by exp(-gamma_e ||stroke||^2 / 2). A chain
 started at that precision freezes within its first sweep into the decomposition its scan
 order builds (the colour visited first takes the strokes), and its features then encode
-the scan order, not the image (docs/design.md, "Mixing").
+the scan order, not the image (docs/findings/tempered_burn_in.md).
 
 How: during the first ``sweeps`` sweeps of burn-in the local updates run at
 gamma_e = min(gamma_e, cap_t), a likelihood tempered by cap_t / gamma_e, with

@@ -17,8 +17,8 @@ averaged over chains whose configuration of the *other* blocks is frozen at the
 precision the layer settles at, so each block's conditional mean is ~0 wherever a
 neighbour already explains the ink, and which neighbour does is decided by the scan
 order (or, with tempered burn-in, by near-ties). Evaluated against the image alone the
-same conditional is a smooth, shift-equivariant function of the image. docs/design.md
-("Mixing") measures both through the same linear read-out.
+same conditional is a smooth, shift-equivariant function of the image.
+docs/findings/block_posteriors.md measures both through the same linear read-out.
 
 Layout as :mod:`dgdm_tf.core.layout`: X (N, H, W, C), D (dh, dw, C, K), out (N, nbh, nbw, K).
 """

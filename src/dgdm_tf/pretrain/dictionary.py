@@ -19,7 +19,7 @@ The same maps in the same order with the same seeds: the routes' draws agree to
 round-off (``tests/test_pretrain_dictionary.py``). Which is faster depends on the shapes:
 the loop touches 2 N C values per map and frequency (memory-bound), the statistics cost
 N K (K + C) multiply-adds per frequency once (dense matmuls). :func:`route_for` picks
-by K against C (measured in ``docs/scaling.md``, "The layer-wise D draw").
+by K against C (measured in ``docs/findings/layerwise_d_route.md``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 
 ROUTES = ("auto", "loop", "statistics")
 
-#: ``auto`` takes the statistics while K < this x C. At MNIST's layer 2 (C = 50,
-#: K = 200) they were 3.2x faster than the loop; at its layer 1 (C = 1, K = 50) 1.9x
-#: slower (docs/scaling.md, "The layer-wise D draw").
+#: ``auto`` takes the statistics while K < this x C: at MNIST's layer 2 (C = 50,
+#: K = 200) they are the faster route, at its layer 1 (C = 1, K = 50) the slower
+#: (docs/findings/layerwise_d_route.md).
 STATISTICS_MAX_K_PER_CHANNEL = 16
 
 

@@ -48,7 +48,7 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
 
     ``chains`` independent chains per image are averaged. At the model's noise precision
     one chain keeps the decomposition of the image it reaches in its first sweeps; the
-    posterior mean averages over many (docs/design.md, "Mixing"). Chain 0 is the single
+    posterior mean averages over many (docs/findings/layerwise_chains_top.md). Chain 0 is the single
     chain (``colour_order``, the seeds of ``chains=1``); chain c > 0 visits the colours in
     the c-th of a fixed sequence of orders (a permutation seeded by (layer, c), not by
     ``seed``, so train and test features are built by the same orders), each an exact

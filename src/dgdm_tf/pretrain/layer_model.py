@@ -46,7 +46,7 @@ class LayerModel:
         # order gives an exact sweep, and a random order drawn independently of the state
         # is a mixture of exact sweeps. With a fixed order the blocks visited first take
         # whatever residual a sweep finds, so a chain's features drift towards the colour
-        # visited first (docs/design.md, "Mixing").
+        # visited first (docs/findings/layerwise_scan_order.md).
         if scan not in ("random", "fixed"):
             raise ValueError(f"scan must be 'random' or 'fixed', got {scan!r}")
         self.scan = scan

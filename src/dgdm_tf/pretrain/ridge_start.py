@@ -4,8 +4,8 @@ position, the weights a ridge fit of the image on that support.
 Why: started with every block off, a chain builds its first decomposition colour by
 colour, and the blocks visited first take every stroke in their footprints; at the noise
 precision the layer settles at, no later single-block update moves a stroke's
-explanation to a neighbour, so the features encode the scan order (docs/design.md,
-"Mixing"). The state built here is a deterministic function of the image and the
+explanation to a neighbour, so the features encode the scan order
+(docs/findings/layerwise_scan_order.md). The state built here is a deterministic function of the image and the
 dictionary, the same whatever the scan order, shift-equivariant by whole pooling blocks,
 and it already fits the image, so the first sweeps have no residual for the first-visited
 colour to take. It only sets where the chain starts; every sweep after it is the exact

@@ -212,7 +212,7 @@ def _block_note(m: Mapping[str, Any]) -> str:
             "D, gamma_w and mean gamma_e), layer by layer, giving "
             f"{m.get('n_features')} features",
             f"the SVM of `pretrained_svm` ({svm.get('burn_in')} burn-in + "
-            f"{svm.get('collect')} collection) on its images; why: docs/design.md, \"Mixing\""]
+            f"{svm.get('collect')} collection) on its images; why: docs/findings/explaining_away_readout.md"]
     if m.get("train_error_pct") is not None:
         bits.append(f"train error {m['train_error_pct']:.2f}%")
     return f"`{BLOCK_METHOD}` (ours, not in the paper) ran with " + "; ".join(bits) + "."

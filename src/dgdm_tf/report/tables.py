@@ -14,7 +14,7 @@ Additions of ours, not in the paper:
 - ``pretrained_block_svm`` ("Our pretrained model, block posteriors + SVM",
   :mod:`dgdm_tf.pretrain.block_posterior`), under ``pretrained_svm`` when it runs: the same
   pretrained layers and SVM on the same images, each block's posterior given the image
-  alone as features instead of Gibbs posterior means (docs/design.md, "Mixing");
+  alone as features instead of Gibbs posterior means (docs/findings/explaining_away_readout.md);
 
 - a reference row, ``encoder_svm`` ("Reference: learned layer-1 dictionary +
   soft-threshold encoder + SVM", :mod:`dgdm_tf.baselines.encoder`), placed under the

@@ -48,7 +48,7 @@ class SvmHyper:
     scale: ``"global"`` (one scale for every unit, the paper's raw features up to a
     constant) or ``"unit"`` (per-unit sd: a unit on in few images gets a large
     coefficient, which lets the SVM move it at little cost to the likelihood; measured in
-    docs/design.md); steps: SVM Gibbs scans (lambda, beta, omega, kappa) per sweep of the
+    docs/findings/supervised_first_version.md); steps: SVM Gibbs scans (lambda, beta, omega, kappa) per sweep of the
     top-down model (repeating an exact block is exact; it lets beta keep up with S)."""
 
     gamma: float = 1.0

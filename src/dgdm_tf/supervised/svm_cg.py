@@ -19,9 +19,8 @@ tighter ``em_cg_start_tol``: where EM starts decides which weights the ``1/|beta
 prior shrinks away within ``em_iters`` steps, and a loose start costs test error and
 later CG iterations.  The preconditioner is :func:`cg_preconditioner`.  The CG
 arithmetic is NumPy float64: its BLAS runs the two ``C``-column products of an
-iteration faster than TF's float64 kernels.  Measurements (the default config's
-MNIST encoder_svm: 50 CG steps in 373 s against ~100 s a dense step, one thread):
-docs/design.md, "The SVM's EM on wide features".
+iteration faster than TF's float64 kernels.  Measurements against dense steps:
+docs/findings/svm_em_cg.md.
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ def cg_preconditioner(s: np.ndarray, w: np.ndarray, prior: np.ndarray,
     so one pinned row adds ``~w s_ni^2`` to every diagonal entry and Jacobi then shrinks
     every other direction by as much; exact on the heavy rows (Woodbury, a ``rows x
     rows`` Cholesky per class) and Jacobi on the rest, a late EM step converges in ~100
-    CG iterations where Jacobi does not in 1500 (docs/design.md).  ``rows`` defaults to
+    CG iterations where Jacobi does not in 1500 (docs/findings/svm_em_cg.md).  ``rows`` defaults to
     :data:`CG_PRECOND_ROWS`; 0 is Jacobi; ``>= N`` makes ``M = A``.  Memory: the heavy
     rows' ``C x rows x F1`` float64 stack when it fits :data:`CG_PRECOND_BYTES` (an
     application then costs ``4 C rows F1`` flops); above it (many classes, wide

@@ -27,8 +27,8 @@ from dgdm_tf.topdown.state import DeepState, dense_z, masked, residual
 
 #: the largest adapted log step: eps <= 1 / sqrt(lambda_max estimate)
 MAX_LOG_STEP = 0.0
-#: power iterations for lambda_max (the schema's default of `power_iterations`): 3 reach
-#: 0.77-0.96 of it, and every D[2] draw was still accepted (docs/scaling.md)
+#: power iterations for lambda_max (the schema's default of `power_iterations`): 3 come
+#: close enough that every D[2] draw was still accepted (docs/findings/hmc_power_iterations.md)
 POWER_ITERATIONS = 3
 #: leapfrog steps of a D[l >= 1] draw (the schema's default of `n_leapfrog`)
 N_LEAPFROG = 10
@@ -171,7 +171,7 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     same up to round-off, and D[0] takes the sums-over-images route of its draw).
     ``n_leapfrog``: the HMC's leapfrog steps; ``power_iterations``: the power iterations
     that estimate lambda_max for its step (:func:`hmc_tuning`; any count keeps the kernel
-    exact, fewer give a less accurate, bolder step; docs/scaling.md).
+    exact, fewer give a less accurate, bolder step; docs/findings/hmc_power_iterations.md).
     Returns (state, acceptance probability) -- 1.0 for the exact draw.
     """
     if chunk is not None and int(chunk) >= int(x.shape[0]):
@@ -234,7 +234,7 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
             gain = tf.where(adapt, gain, 0.0)
         # never past half the leapfrog's stability limit, 2 / sqrt(lambda_max): the power
         # iterations estimate lambda_max from below, and steps adapted up to the limit
-        # were rejected outright in collection, freezing D (docs/design.md, "HMC's step")
+        # were rejected outright in collection, freezing D (docs/findings/hmc_step_cap.md)
         step = tf.minimum(tf.tensor_scatter_nd_add(step, [[l]], [gain]), MAX_LOG_STEP)
     state = state._replace(d=tuple(d), hmc_log_step=step)
     resid = residual(state, x, model, mask) if chunk is None else images.residual(state.d)

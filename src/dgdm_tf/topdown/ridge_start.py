@@ -6,7 +6,7 @@ Why: :func:`dgdm_tf.topdown.state.init_state` starts the top layer off, so the f
 sweep's top units see the whole image as residual, and the colours visited first take
 every stroke. With the fixed scan every image gets the same order's decomposition; with a
 random scan each batch got its own, and train and test features stopped agreeing
-(docs/design.md, "Mixing"). This start is a deterministic function of the image, the
+(docs/findings/topdown_ridge_start.md). This start is a deterministic function of the image, the
 dictionaries and the lower layers' start positions, the same whatever the scan order, and
 it already fits the image. It only sets where the chain starts; every sweep after it is
 the exact Gibbs sweep.

@@ -5,7 +5,7 @@ order drawn from the sweep's seed (fixed orders: colours row-major, maps in inde
 order). At the noise precision the models settle at, the block visited first takes
 whatever residual it sees and no later single-block update moves that explanation to a
 neighbour, so with a fixed order the features follow the scan, not the image
-(docs/design.md, "Mixing"). An order drawn independently of the state makes the sweep a
+(docs/findings/layerwise_scan_order.md). An order drawn independently of the state makes the sweep a
 mixture of exact sweeps; the draws of a (colour, map) step keep their seeds whatever the
 order, so ``scan="fixed"`` repeats the sampler's earlier draws bit for bit. The windowed
 paths permute a layer's colours within classes of equal window shapes only

@@ -18,9 +18,8 @@ WINDOW_FLOATS_PER_IMAGE = 1 << 20
 """Memory of the windowed passes: the candidate images of as many maps as fit in this
 many floats per image (4 MB) are pushed down in one batched pass; the sequential,
 residual-dependent part then runs map after map. The draws do not depend on it.
-Measured at the CIFAR shapes, batch 4, 2-core CPU (docs/scaling.md): one map per pass
-4.46 s per MCEM iteration and 1.28 GB at peak, 4 MB 4.19 s and 1.64 GB, 16 MB 4.30 s
-and 2.76 GB (the convolutions' workspaces grow with the batch)."""
+Larger passes trade memory for a little speed on a CPU (the convolutions' workspaces
+grow with the batch); docs/benchmarks/mcem_one_device.md has the measured trade-off."""
 
 
 def maps_per_pass(model: DeepModel, s_grids: dict, data, cands: int, members: int, k: int) -> int:
