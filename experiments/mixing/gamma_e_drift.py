@@ -5,8 +5,8 @@ training images, for many sweeps: printed every few sweeps, the mean noise preci
 gamma_e, the relative residual, the fraction of blocks on, and the activity-ink
 correlation of the window's Rao-Blackwellised pooled features. With MNIST's exactly-zero
 background and an overcomplete dictionary the likelihood keeps rising as the fit
-improves, so gamma_e keeps climbing for as long as the chain runs (docs/design.md,
-"Mixing": the chains are in a transient, not at a stationary regime).
+improves, so gamma_e keeps climbing for as long as the chain runs (the chains are in a
+transient, not at a stationary regime; docs/findings/layerwise_scan_order.md).
 
     python experiments/mixing/gamma_e_drift.py PREPARED LAYER1 200 400 random:ridge fixed:off
 """

@@ -9,7 +9,8 @@ soft-threshold encoder with the same D. Run after ``snakemake results/mnist/pret
     python experiments/mixing/layer1_probe.py results/mnist/data/prepared.npz \\
         results/mnist/pretrain/layer1.npz 2000 1000 "5,5,0,1,1" "15,5,10,300,1"
 
-Each variant is "burn_in,collect,anneal_sweeps,anneal_ratio,anneal_start". Figures go to docs/design.md.
+Each variant is "burn_in,collect,anneal_sweeps,anneal_ratio,anneal_start".
+Figures: docs/findings/tempered_burn_in.md.
 """
 
 import sys

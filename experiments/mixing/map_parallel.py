@@ -8,7 +8,7 @@ of blocks on, the relative residual and the median gamma_e after each sweep:
     python experiments/mixing/map_parallel.py PREPARED LAYER1 [N_IMAGES] [SWEEPS]
 
 Kept as an experiment, not an option: on MNIST it diverges in its first sweep
-(docs/design.md, "Mixing").
+(docs/findings/map_parallel_schedule.md).
 
 The supplement's conditionals for z and W ("Conditional Posterior Distribution for
 Pretraining") are written for a whole map at once: every block of map k is drawn from
@@ -19,10 +19,10 @@ the residual X_{-k} that leaves out map k entirely,
 so the blocks of one map do not see each other. Overlapping blocks of one map are not
 conditionally independent, so this is not a Gibbs step of the posterior (the exact
 schedule is :func:`dgdm_tf.pretrain.kernel.resample_zw`); it has no scan order inside a map,
-which is why it is offered, as an option whose effect is measured (docs/design.md,
-"Mixing"). Per block the draw is the exact schedule's: W integrated out gives the
-(p^2 + 1)-way categorical, then W given z; maps are drawn one after the other, the
-residual kept current between maps.
+which is why it is offered, as an option whose effect is measured
+(docs/findings/map_parallel_schedule.md). Per block the draw is the exact schedule's: W
+integrated out gives the (p^2 + 1)-way categorical, then W given z; maps are drawn one after
+the other, the residual kept current between maps.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (``scan="matched"``) read out better than the fixed map order?
 
 A top-down chain freezes within its first sweep into a decomposition that its scan order
-decides (docs/design.md, "The map order decides the features"): with the fixed order the
+decides (docs/findings/map_order.md): with the fixed order the
 maps of low index take each image first, whatever fits it. The matched scan visits every
 image's units best-fitting first (|<F_u, X>| / ||F_u||, F_u the unit's image through the
 current unpooling), an order that follows the image. Both are exact scans.

@@ -2,8 +2,8 @@
 
 The `pretrained_svm` row's features are the first sweep of top-down chains in the fixed
 scan from an all-off top layer. Other exact routes read out worse: the matched scan, and
-longer chains (docs/design.md, "An order that follows the image", "The first sweep is the
-one to collect"). This scores each image's state after those routes by its probability
+longer chains (docs/findings/matched_scan.md,
+docs/findings/first_sweep.md). This scores each image's state after those routes by its probability
 given the image, log p(x, Z, on | D, gamma_s) with theta, pi, the top weights and gamma_e
 integrated out (``dgdm_tf.topdown.evidence.collapsed_log_prob``). If the states that read
 out worse are the more probable ones, a sampler that found the posterior's mass better

@@ -8,7 +8,7 @@ integrated out, as in ``pretrain.resample_zw``). The on-count of the region is t
 before and after, so the move is a Gibbs draw of "which block holds this atom" and
 leaves the posterior invariant. Regions are placed with a random offset each sweep.
 
-Measured (docs/design.md, "Mixing"): the old chain (fixed scan, every block off at the
+Measured (docs/findings/layerwise_scan_order.md): the old chain (fixed scan, every block off at the
 start), D fixed, 500 / 250 images, 2 + 3 sweeps: activity-ink 0.201, split probe 22.8%;
 with 10 relocations per 2 x 2-block region per sweep 0.208 and 21.6%; 3 x 3 regions 0.204
 and 22.0%. At the precision the chains settle at, a stroke is explained by many small

@@ -11,7 +11,7 @@ and signed) beside their activity-ink correlation:
 * ridge start (``dgdm_tf.pretrain.ridge_start``): each block at its best-matching position where
   it beats ``threshold`` x the image's best, weights a ridge fit on that support.
 
-Measured (docs/design.md, "Mixing"): one sparse decomposition, however it is found, reads
+Measured (docs/findings/layerwise_scan_order.md): one sparse decomposition, however it is found, reads
 out worse than the soft-threshold encoder; the ridge code on the best-matching support
 reads out like it. The ridge start is the one kept.
 

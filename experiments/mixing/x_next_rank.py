@@ -6,7 +6,7 @@ the first 80 % of pretraining's x_next (layer 1's pooled posterior means) and pr
 for k components, the relative residual ||x - P_k x|| / ||x|| on the held-out 20 %, beside
 x_next's scale and density. A representation whose 800 leading components leave most of
 held-out x_next unexplained is mostly per-image detail that no 800-number top layer
-carries (docs/design.md, "Mixing", what remains).
+carries (docs/findings/x_next_rank.md).
 
     python experiments/mixing/x_next_rank.py results/mnist/pretrain/layer1.npz 50 200 800
     python experiments/mixing/x_next_rank.py LAYER1 --block PREPARED 50 200 800

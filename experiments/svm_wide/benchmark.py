@@ -6,7 +6,7 @@ subsets of MNIST (10000 / 5000, seed 0, ``dgdm_tf.data.subsets.shared_subset``),
 dictionary, ``encoder.encode(x, D, 3, alpha=0.25)``; the SVM has the default `svm`
 settings (Laplace prior, kappa 0.5, gamma 1, em_iters 50, em_tol 1e-9). Prints one line
 per EM step and a JSON summary (seconds per step, fit time, test error, objective); run
-under ``/usr/bin/time -v`` for the peak RSS. Figures go to docs/design.md.
+under ``/usr/bin/time -v`` for the peak RSS. Figures: docs/findings/svm_em_cg.md.
 
     python experiments/svm_wide/benchmark.py results/mnist/data/prepared.npz \\
         results/mnist/pretrain/layer1.npz --solver cg --threads 1

@@ -2,7 +2,7 @@
 path solves (``BayesianSVM`` drops all-zero columns of the design on its CG path only).
 
 Reads the features cache of ``benchmark.py --features``; prints each step and a JSON
-summary. Run under ``/usr/bin/time -v`` for the peak RSS. Figures: docs/design.md.
+summary. Run under ``/usr/bin/time -v`` for the peak RSS. Figures: docs/findings/svm_em_cg.md.
 
     python experiments/svm_wide/dense_nonconstant.py features.npz --em-iters 3
 """

@@ -1,7 +1,7 @@
 """The two products of one CG iteration (``em_step_cg``'s ``apply_a``: ``(C, F1) @ S^T``,
 then ``(C, N) @ S``), float64, in NumPy and in TF (``tf.function``), on the standardised
 non-constant columns of the features cache of ``benchmark.py --features`` (10 classes'
-worth of random vectors). Why the CG arithmetic is NumPy: docs/design.md.
+worth of random vectors). Why the CG arithmetic is NumPy: docs/findings/svm_em_cg.md.
 
     python experiments/svm_wide/numpy_vs_tf.py features.npz --threads 1
 """

@@ -4,7 +4,7 @@ Runs ``--steps`` EM steps by CG (the defaults of ``BayesianSVM``) on the referen
 MNIST features (as ``benchmark.py``: the workflow's subsets, 10000 training images),
 then solves the next step's systems from the same warm start with
 ``cg_preconditioner(rows=...)`` for each ``--rows`` (0: Jacobi) to relative residuals
-0.1 and 0.01, at most ``--max-iter`` iterations. Figures go to docs/design.md.
+0.1 and 0.01, at most ``--max-iter`` iterations. Figures: docs/findings/svm_em_cg.md.
 
     python experiments/svm_wide/preconditioner.py results/mnist/data/prepared.npz \\
         results/mnist/pretrain/layer1.npz --steps 8 --rows 0,128,512,1024

@@ -241,7 +241,7 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
                  f"{100 * pc['fraction_more_probable']:.0f} % of the images, by a median of "
                  f"e^{pc['median_log_prob_gain']:.0f}; top units on {pc['top_units_on'][0]:.3f} -> "
                  f"{pc['top_units_on'][1]:.3f} (a large gain: the features are an early transient "
-                 "of the chain, docs/design.md, \"Where the posterior's mass is\")")
+                 "of the chain, docs/findings/posterior_mass.md)")
     return res
 
 

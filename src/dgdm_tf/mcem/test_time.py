@@ -122,7 +122,7 @@ def rmsprop_w(state: DeepState, w, v, gamma_s, x, model: DeepModel, *, lr: float
     RMSprop's step is about ``lr`` whatever the gradient's size, so ``lr`` is taken in
     units of W's prior sd ``1 / sqrt(gamma_s)`` (per image and map): the paper's 1e-3 assumed
     weights of order 1, and on MNIST's top layer (sd ~ 2e-3) an absolute 1e-3 step
-    scrambled the features (test error 87% against 18% without the step; docs/design.md).
+    scrambled the features (docs/findings/supervised_first_version.md).
     """
     scale = tf.math.rsqrt(gamma_s)[:, None, None, :]
     for _ in range(steps):
