@@ -7,6 +7,7 @@ so it never touches the working tree's outputs.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -404,10 +405,8 @@ def test_smoke_report_holds_every_table_and_figure(smoke_run, tmp_path):
     traces = sorted(p.name for p in (repo / "results/mnist_smoke/figures").glob("*trace.png"))
     shown = re.findall(r'<img alt="([^"]+)"', front)
     assert shown == ["error_vs_time.png"] + traces, shown
-    from urllib.parse import unquote_to_bytes
-
-    src = re.search(r'<img alt="refine_trace.png"[^>]* src="data:image/png,([^"]*)"', front)
-    png = unquote_to_bytes(re.sub(r"\s", "", src.group(1)))
+    src = re.search(r'<img alt="refine_trace.png" src="data:image/png;base64,([^"]*)"', front)
+    png = base64.b64decode(src.group(1), validate=True)
     assert png == (repo / "results/mnist_smoke/figures/refine_trace.png").read_bytes()
 
 
