@@ -1,5 +1,6 @@
 """The Snakemake workflow: dry runs of every config, config validation, missing data,
-the smoke config end to end, and resuming a killed pretraining chain.
+the smoke config end to end (its report opened in headless Chromium), and resuming a
+killed pretraining chain.
 
 Each test runs snakemake in a temporary copy of the repository (no results/ or data/),
 so it never touches the working tree's outputs.
@@ -7,17 +8,20 @@ so it never touches the working tree's outputs.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from _browser import CHROMIUM, Chromium, report_views
 from _workflow import (REPO, copy_repo, dry_run_error, load_config, planned_jobs, smoke_config,
                        snakemake, write_config)
 
@@ -306,8 +310,6 @@ def test_smoke_supervised_row_and_outputs(smoke_run):
 def read_report(path: Path) -> tuple[dict, str, set]:
     """A `snakemake --report` .zip: each result's entry (its category and subcategory
     added) by path, the front page's HTML, the names of the files the zip holds."""
-    import zipfile
-
     with zipfile.ZipFile(path) as z:
         names = set(z.namelist())
         page = next(n for n in names if n.endswith("/report.html"))
@@ -359,18 +361,29 @@ def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_fact
     assert len(files) > 30 and sum(f.suffix == ".npz" for f in files) >= 7, files  # 41 and 7 (2026-11-27)
 
 
+def build_report(repo: Path, cfg: Path, out: Path) -> Path:
+    """`snakemake --report out` (a .zip or a single .html) of the run in repo."""
+    t0 = time.time()
+    r = snakemake(repo, "--report", str(out), "--configfile", str(cfg), timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    print(f"{out.name}: {time.time() - t0:.1f} s")
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_report(smoke_run, tmp_path_factory) -> Path:
+    """`snakemake --report report.zip` after the smoke run."""
+    repo, cfg = smoke_run
+    return build_report(repo, cfg, tmp_path_factory.mktemp("smoke_report") / "report.zip")
+
+
 @pytest.mark.slow
-def test_smoke_report_holds_every_table_and_figure(smoke_run, tmp_path):
+def test_smoke_report_holds_every_table_and_figure(smoke_run, smoke_report):
     """`snakemake --report` after the smoke run: every figure and both tables, each in
     its category with a caption that renders; the front page holds the MNIST table and
     the error-vs-time figure beside the chains' traces."""
     repo, cfg = smoke_run
-    out = tmp_path / "report.zip"
-    t0 = time.time()
-    r = snakemake(repo, "--report", str(out), "--configfile", str(cfg), timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    print(f"report: {time.time() - t0:.1f} s")
-    results, front, stored = read_report(out)
+    results, front, stored = read_report(smoke_report)
 
     produced = {p.relative_to(repo).as_posix() for p in (repo / "results").rglob("*.png")}
     produced |= {"results/tables.md", "results/benchmarks.md"}
@@ -404,11 +417,83 @@ def test_smoke_report_holds_every_table_and_figure(smoke_run, tmp_path):
     traces = sorted(p.name for p in (repo / "results/mnist_smoke/figures").glob("*trace.png"))
     shown = re.findall(r'<img alt="([^"]+)"', front)
     assert shown == ["error_vs_time.png"] + traces, shown
-    from urllib.parse import unquote_to_bytes
-
-    src = re.search(r'<img alt="refine_trace.png"[^>]* src="data:image/png,([^"]*)"', front)
-    png = unquote_to_bytes(re.sub(r"\s", "", src.group(1)))
+    src = re.search(r'<img alt="refine_trace.png" src="data:image/png;base64,([^"]*)"', front)
+    png = base64.b64decode(src.group(1), validate=True)
     assert png == (repo / "results/mnist_smoke/figures/refine_trace.png").read_bytes()
+
+
+def _png(path: Path) -> tuple[tuple[int, int], int]:
+    """A PNG's width and height, and the sum of its RGBA bytes."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.size, int(np.asarray(im.convert("RGBA"), dtype=np.int64).sum())
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    """Debian's chromium. Missing, the browser tests skip; when CI is set, they fail.
+    (Module-scoped and first in a test's arguments, it is checked before the smoke run.)"""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"{CHROMIUM} is missing under CI: .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium` (Debian) to run it")
+    return CHROMIUM
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["html", "zip"])
+def test_smoke_report_shows_every_image_in_chromium(chromium, smoke_run, smoke_report, kind,
+                                                    tmp_path):
+    """The smoke report opened in headless Chromium (Debian's package), as the single
+    .html and as the unpacked .zip: on the front page and in each category (every
+    result as its eye button shows it, every caption) each image has loaded, with a
+    natural width above zero and its file's size, and its pixels are the file's where
+    the browser lets the page read them back (all but the .zip's files, which come from
+    file://). The front page's figures were once percent-encoded data URIs wrapped over
+    lines: Chromium kept the line breaks among the bytes and showed broken images."""
+    repo, cfg = smoke_run
+    if kind == "html":
+        page = build_report(repo, cfg, tmp_path / "report.html")
+    else:
+        with zipfile.ZipFile(smoke_report) as z:
+            z.extractall(tmp_path / "unzipped")
+        page = next((tmp_path / "unzipped").rglob("report.html"))
+    t0 = time.time()
+    with Chromium(tmp_path / "chromium-profile") as browser:
+        views = report_views(browser, page, screenshot=tmp_path / "front_page.png")
+    print(f"chromium, {kind}: {len(views)} views in {time.time() - t0:.1f} s; "
+          f"the front page: {tmp_path / 'front_page.png'}")
+
+    broken = [(v["view"], v["path"], i["alt"] or i["src"]) for v in views for i in v["images"]
+              if i["width"] == 0]
+    assert not broken, "broken (view, result, image):\n" + "\n".join(map(str, broken))
+
+    def matches(image: dict, file: Path, inlined: bool) -> bool:
+        (w, h), pixel_sum = _png(file)
+        if (image["width"], image["height"]) != (w, h):
+            return False
+        if image["pixel_sum"] is None:
+            return not inlined
+        return abs(image["pixel_sum"] - pixel_sum) <= 1e-3 * pixel_sum
+
+    # the front page: the error-vs-time figure and the traces, inlined
+    figures = repo / "results/mnist_smoke/figures"
+    front = [i for i in views[0]["images"] if i["alt"]]  # the logo has no alt text
+    traces = sorted(p.name for p in figures.glob("*trace.png"))
+    assert [i["alt"] for i in front] == ["error_vs_time.png"] + traces
+    assert [i["alt"] for i in front if not matches(i, figures / i["alt"], True)] == []
+
+    # every result shown, every caption opened; each image result is its file
+    results, _, _ = read_report(smoke_report)
+    assert {v["path"] for v in views if v["view"].endswith(": caption")} == set(results)
+    shown = {v["path"]: [i for i in v["images"] if i["is_result"]]
+             for v in views if v["view"].endswith(": result")}
+    pngs = {p for p in results if p.endswith(".png")}
+    assert pngs <= set(shown), sorted(pngs - set(shown))
+    assert all(len(shown[p]) == 1 for p in pngs), {p: len(shown[p]) for p in pngs}
+    wrong = [p for p in pngs if not matches(shown[p][0], repo / p, kind == "html")]
+    assert wrong == [], wrong
 
 
 @pytest.mark.slow

@@ -9,12 +9,16 @@ files call its methods through the names common.smk binds (``ds_cfg``, ``res``, 
 
 from __future__ import annotations
 
+import base64
+import mimetypes
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from docutils.parsers.rst import directives
+from docutils.parsers.rst.directives.images import Figure
 from snakemake.exceptions import WorkflowError
 
 # the repository's library first (as workflow/scripts/_common.py does for the scripts):
@@ -38,6 +42,27 @@ REPORT_CATEGORIES = {
     "baselines": "6. Baselines",
     "benchmarks": "7. Benchmarks",
 }
+
+
+class Base64Figure(Figure):
+    """``.. base64-figure:: path``: docutils' figure with the file inlined as a base64
+    data URI, so the report's front page (workflow/report/workflow.rst) shows it in the
+    .html and the .zip report alike. Snakemake's own ``embeddedfigure`` leaves the path
+    as it is. A percent-encoded data URI, wrapped for docutils' limit of 10000
+    characters a line, shows nothing: Chromium keeps the line breaks in the bytes."""
+
+    def run(self):
+        path = Path(directives.uri(self.arguments[0]))
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        self.options.setdefault("alt", path.name)
+        self.arguments[0] = f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+        return super().run()
+
+
+def register_report_directives() -> None:
+    """The reStructuredText directives of the report's front page; `snakemake --report`
+    renders it with docutils in the process that read the Snakefile."""
+    directives.register_directive("base64-figure", Base64Figure)
 
 
 # ------------------------------------------------------------- config messages

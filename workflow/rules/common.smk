@@ -29,6 +29,8 @@ CONFIG_FILES = dgdm_workflow.relative_config_files(workflow.configfiles)
 HEAVY_THREADS = dgdm_workflow.heavy_threads(config, lambda: workflow.cores)
 # `snakemake --report`: the category of each figure and table (captions: workflow/report/)
 CATEGORY = dgdm_workflow.REPORT_CATEGORIES
+# its front page (workflow/report/workflow.rst) inlines figures with `.. base64-figure::`
+dgdm_workflow.register_report_directives()
 
 
 wildcard_constraints:
