@@ -617,3 +617,8 @@ def test_estimator_comparison_probe_runs_on_the_smoke_run(smoke_run, tmp_path):
             assert w["rhat_test_median"] >= 0.9 and w["ess_bulk_test_median"] > 0
         if w["route"] == "alg2":
             assert 1 <= w["iterations_test_mean"] <= 3
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "estimators" / "alg2_objective.py"),
+                        "--results", str(repo / "results" / "mnist_smoke"), "--config", str(cfg), "--smoke"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "tol 0.001: an image first meets it" in r.stdout, r.stdout
