@@ -13,8 +13,9 @@ import yaml
 from dgdm_tf.report import paper, tables
 from dgdm_tf.report import run_notes
 from dgdm_tf.report.run_notes import run_note
-from dgdm_tf.report.runs import (IMPLEMENTED_METHODS, cnn_peer_run, cnn_peer_runs, load_metrics,
-                                 reference_peer_run, reference_peer_runs, row_subsets)
+from dgdm_tf.report.runs import (CURVE_METHODS, IMPLEMENTED_METHODS, cnn_peer_run, cnn_peer_runs,
+                                 curve_methods, load_metrics, reference_peer_run,
+                                 reference_peer_runs, row_subsets)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -94,6 +95,20 @@ def test_render_own_data_has_no_paper_numbers():
     assert [c.strip() for c in row.strip("|").split("|")][1:3] == ["1.23", "—"]
 
 
+def test_learning_curves_named_under_the_table_where_the_dataset_asks():
+    block = {"kind": "mnist", "paper_table": "mnist", "methods": ["pretrained_svm", "cnn", "encoder_svm"],
+             "learning_curve": {"sizes": [1000, 2500], "methods": list(CURVE_METHODS)}}
+    assert curve_methods(block) == ["pretrained_svm", "encoder_svm"]  # the curve's order, those that run
+    md = tables.render_tables({"mnist": block}, {})
+    line = next(l for l in md.splitlines() if l.startswith("Learning curves"))
+    assert line == ("Learning curves (`pretrained_svm`, `encoder_svm`: each row's SVM refitted on the "
+                    "first 1000, 2500 of its training images, test error against training images): "
+                    "`results/mnist/learning_curve.csv`, `results/mnist/figures/learning_curve.png`.")
+    for curve in ({"sizes": [], "methods": list(CURVE_METHODS)}, {"sizes": [10], "methods": ["unsupervised_svm"]}):
+        assert curve_methods({**block, "learning_curve": curve}) == []
+        assert "Learning curves" not in tables.render_tables({"mnist": {**block, "learning_curve": curve}}, {})
+
+
 def test_format_seconds():
     assert tables.format_seconds(None) == "—"
     assert tables.format_seconds(5.04) == "5.0 s"
@@ -159,6 +174,8 @@ def test_schema_enums_match_the_library():
     assert set(ds["methods"]["items"]["enum"]) == set(IMPLEMENTED_METHODS)
     assert set(ds["paper_table"]["enum"]) - {None} == set(paper.PAPER_TABLES)
     assert set(IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
+    curve = ds["learning_curve"]["properties"]["methods"]
+    assert curve["items"]["enum"] == curve["default"] == list(CURVE_METHODS)
 
 
 @pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (Algorithm 2: 2 Gibbs sweeps, then MCEM iterations to tol 0.001, at most 4)"),

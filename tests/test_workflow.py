@@ -214,6 +214,33 @@ def test_smoke_end_to_end_tables(smoke_run):
     assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
 
 
+def test_smoke_learning_curves(smoke_run):
+    """Each SVM row refitted at the smoke sizes (20, 40, 60): the three rows on 300 images
+    end at their own fit, unsupervised_svm (60 images) at 60, its own fit; the figure and
+    the line in results/tables.md."""
+    import pandas as pd
+
+    repo, _ = smoke_run
+    df = pd.read_csv(repo / "results/mnist_smoke/learning_curve.csv")
+    assert list(df.columns) == ["method", "n_train", "n_test", "test_error_pct", "se_pct",
+                                "train_error_pct", "seconds", "source", "note"]
+    got = [(r.method, int(r.n_train), r.source) for r in df.itertuples()]
+    assert got == [(m, n, s) for m in ("pretrained_svm", "pretrained_block_svm", "encoder_svm")
+                   for n, s in ((20, "fit"), (40, "fit"), (60, "fit"), (300, "row"))] + [
+        ("unsupervised_svm", 20, "fit"), ("unsupervised_svm", 40, "fit"), ("unsupervised_svm", 60, "row")]
+    assert (df["n_test"] == np.where(df["method"] == "unsupervised_svm", 40, 200)).all()
+    p = df["test_error_pct"] / 100
+    assert np.allclose(df["se_pct"], 100 * np.sqrt(p * (1 - p) / df["n_test"]), rtol=1e-5)
+    assert df["test_error_pct"].between(0, 100).all() and df["train_error_pct"].between(0, 100).all()
+    for r in df[df["source"] == "row"].itertuples():  # the row's own fit, as in its metrics.json
+        m = json.loads((repo / f"results/mnist_smoke/{r.method}/metrics.json").read_text())
+        assert r.test_error_pct == pytest.approx(m["test_error_pct"], abs=1e-4)
+        assert r.n_train == m["n_train"] and r.n_test == m["n_test"]
+    assert (repo / "results/mnist_smoke/figures/learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    md = (repo / "results" / "tables.md").read_text()
+    assert "`results/mnist_smoke/learning_curve.csv`, `results/mnist_smoke/figures/learning_curve.png`" in md
+
+
 @pytest.mark.slow
 def test_smoke_benchmarks(smoke_run):
     repo, _ = smoke_run

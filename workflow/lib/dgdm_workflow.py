@@ -27,8 +27,8 @@ _SRC = Path(__file__).resolve().parents[2] / "src"
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
-from dgdm_tf.report.runs import (ENCODER_METHOD, cnn_peer_runs, reference_peer_runs,  # noqa: E402
-                                 row_subsets)
+from dgdm_tf.report.runs import (ENCODER_METHOD, cnn_peer_runs, curve_methods,  # noqa: E402
+                                 reference_peer_runs, row_subsets)
 
 
 #: the categories of `snakemake --report`, in the workflow's order (the report sorts
@@ -259,10 +259,12 @@ class Wiring:
 
     def run_config(self, ds: str, method: str | None = None) -> dict:
         """What a run of dataset `ds` depends on: recorded in its results, compared on
-        rerun (the `methods` list, the CNN baseline's `cnn` block and, except for
-        `method` supervised, the `supervised` block are left out: enabling another method
-        or changing the CNN or the supervised model must not rerun this one)."""
-        skip = ("methods", "cnn") + (() if method == "supervised" else ("supervised",))
+        rerun (the `methods` list, the CNN baseline's `cnn` block, the `learning_curve`
+        block and, except for `method` supervised, the `supervised` block are left out:
+        enabling another method or changing the CNN, the learning curves or the
+        supervised model must not rerun this one)."""
+        skip = (("methods", "cnn", "learning_curve")
+                + (() if method == "supervised" else ("supervised",)))
         block = {k: v for k, v in self.datasets[ds].items() if k not in skip}
         return {"seed": self.config["seed"], "hyper": self.config["hyper"], "dataset": ds,
                 "block": block}
@@ -314,15 +316,44 @@ class Wiring:
         the reference row encoder_svm is fitted by `encoder.svm_method` (the same model
         and prior / hinge settings; default em, the MAP: Gibbs at its 4900 features
         would take hours, see the schema)."""
-        kw = dict(self.ds_cfg(wc.ds)["svm"])
-        if self.is_reference(wc.method):
-            kw["method"] = (self.ds_cfg(wc.ds).get("encoder") or {}).get("svm_method", "em")
+        return self._svm_settings(wc.ds, wc.method)
+
+    def _svm_settings(self, ds: str, method: str) -> dict:
+        kw = dict(self.ds_cfg(ds)["svm"])
+        if self.is_reference(method):
+            kw["method"] = (self.ds_cfg(ds).get("encoder") or {}).get("svm_method", "em")
         return kw
 
     def svm_view(self, wc) -> str:
         """How the SVM reads the row's features (dataset key `svm_view`); encoder_svm's
         are nonnegative already and are read as they are."""
-        return "signed" if self.is_reference(wc.method) else self.ds_cfg(wc.ds)["svm_view"]
+        return self._svm_view(wc.ds, wc.method)
+
+    def _svm_view(self, ds: str, method: str) -> str:
+        return "signed" if self.is_reference(method) else self.ds_cfg(ds)["svm_view"]
+
+    # --- the learning curves (rule learning_curve)
+    def learning_curve_methods(self, ds: str) -> list:
+        """The rows on `ds`'s learning curve (dgdm_tf.report.runs.curve_methods)."""
+        return curve_methods(self.ds_cfg(ds))
+
+    def learning_curve_inputs(self, wc) -> dict:
+        """Each curve row's features and metrics.json (its own fit: the point at its size),
+        in the order of :meth:`learning_curve_rows`."""
+        methods = self.learning_curve_methods(wc.ds)
+        if not methods:
+            raise WorkflowError(
+                f"results/{wc.ds}/learning_curve.csv: {wc.ds} has no learning curve "
+                f"(datasets.{wc.ds}.learning_curve.sizes is empty, or none of its "
+                f"learning_curve.methods is in datasets.{wc.ds}.methods)")
+        return {"features": [f"results/{wc.ds}/{m}/features.npz" for m in methods],
+                "metrics": [f"results/{wc.ds}/{m}/metrics.json" for m in methods]}
+
+    def learning_curve_rows(self, wc) -> dict:
+        """Curve row -> the svm rule's settings for it: {"svm": keyword arguments,
+        "view": svm_view}."""
+        return {m: {"svm": self._svm_settings(wc.ds, m), "view": self._svm_view(wc.ds, m)}
+                for m in self.learning_curve_methods(wc.ds)}
 
     # --- the reference row (encoder_svm) and its runs at the Gibbs rows' images
     @staticmethod

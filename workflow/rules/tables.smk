@@ -20,6 +20,9 @@ rule tables:
         # the reference row on each Gibbs row's own images ("Reference, same images")
         encoder_at=[f"results/{ds}/encoder_at/{m}/metrics.json" for ds in DATASETS
                     for m in encoder_at_rows(ds)],
+        # each SVM row's test error against its training images, where the dataset asks
+        curves=[f"results/{ds}/learning_curve.csv" for ds in DATASETS
+                if learning_curve_methods(ds)],
     output:
         report(
             "results/tables.md",

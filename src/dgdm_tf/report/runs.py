@@ -24,6 +24,19 @@ GIBBS_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervi
 ENCODER_METHOD = "encoder_svm"
 #: the pretrained model's block posteriors given the image alone (dgdm_tf.pretrain.block_posterior)
 BLOCK_METHOD = "pretrained_block_svm"
+#: the rows of a features rule and the svm rule: the rows a learning curve can refit
+#: (dgdm_tf.report.learning_curves; keep in sync with the schema's learning_curve.methods)
+CURVE_METHODS: tuple[str, ...] = ("pretrained_svm", BLOCK_METHOD, ENCODER_METHOD, "unsupervised_svm")
+
+
+def curve_methods(block: Mapping[str, Any]) -> list[str]:
+    """The rows on a dataset's learning curve: those of its ``learning_curve.methods``
+    that it runs, in that order; none when ``learning_curve.sizes`` is empty."""
+    curve = block.get("learning_curve") or {}
+    if not curve.get("sizes"):
+        return []
+    enabled = set(block.get("methods", []) or [])
+    return [m for m in curve.get("methods", CURVE_METHODS) if m in enabled]
 
 
 def row_subsets(block: Mapping[str, Any], method: str) -> dict[str, int | None] | None:

@@ -33,6 +33,9 @@ Additions of ours, not in the paper:
   the dataset's ``n_train`` / ``n_test`` subsets, else
   ``results/{dataset}/cnn_at/{method}/``.
 
+Under a dataset whose ``learning_curve.sizes`` is not empty, one line names its learning
+curves' CSV and figure (rule ``learning_curve``, :mod:`dgdm_tf.report.learning_curves`).
+
 Nothing is computed here that a run did not record. Which runs a table reads:
 :mod:`dgdm_tf.report.runs`; the notes under it: :mod:`dgdm_tf.report.run_notes`.
 """
@@ -44,7 +47,7 @@ from typing import Any, Iterable, Mapping
 from dgdm_tf.report.paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 from dgdm_tf.report.run_notes import row_recipe, run_note
 from dgdm_tf.report.runs import (BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, cnn_peer_runs,
-                                 reference_peer_runs)
+                                 curve_methods, reference_peer_runs)
 
 DASH = "—"
 
@@ -194,6 +197,14 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
         out.append("")
     for n in notes + (list(table.notes) if table is not None else []):
         out.append(n)
+        out.append("")
+    curves = curve_methods(block)
+    if curves:
+        sizes = ", ".join(str(n) for n in block["learning_curve"]["sizes"])
+        out.append(f"Learning curves ({', '.join(f'`{m}`' for m in curves)}: each row's SVM "
+                   f"refitted on the first {sizes} of its training images, test error against "
+                   f"training images): `results/{ds}/learning_curve.csv`, "
+                   f"`results/{ds}/figures/learning_curve.png`.")
         out.append("")
     if (ds, "inpainting") in metrics:
         out.append(render_inpainting(ds, metrics[(ds, "inpainting")]))

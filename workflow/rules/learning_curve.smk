@@ -1,0 +1,37 @@
+# Learning curves: each SVM row's test error against the images its SVM trains on
+# (src/dgdm_tf/report/learning_curves.py).
+
+
+rule learning_curve:
+    """Each row of {ds}'s `learning_curve.methods` that runs: its features as they are,
+    its SVM (the svm rule's settings, view and seed) refitted on the first n of its
+    training images for each n of `learning_curve.sizes` and tested on all of its test
+    images; the row's own fit (its metrics.json) is the point at its size, sizes above it
+    are skipped with a note."""
+    input:
+        unpack(learning_curve_inputs),
+    output:
+        csv="results/{ds}/learning_curve.csv",
+        png=report(
+            "results/{ds}/figures/learning_curve.png",
+            caption="../report/learning_curve.rst",
+            category=CATEGORY["tables"],
+            subcategory="{ds}",
+            labels={"figure": "test error against training images"},
+        ),
+    params:
+        rows=learning_curve_rows,
+        sizes=lambda wc: ds_cfg(wc.ds)["learning_curve"]["sizes"],
+        not_run=lambda wc: [m for m in ds_cfg(wc.ds)["learning_curve"]["methods"]
+                            if m not in learning_curve_methods(wc.ds)],
+        paper_table=lambda wc: ds_cfg(wc.ds)["paper_table"],
+        seed=config["seed"],
+    log:
+        "results/logs/learning_curve/{ds}.log",
+    benchmark:
+        "results/benchmarks/rules/learning_curve/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("learning_curve"),
+    script:
+        "../scripts/learning_curve.py"
