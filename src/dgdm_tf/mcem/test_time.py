@@ -184,6 +184,8 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     if burn_in < 0 or iterations < 1 or batch_size < 1 or tol < 0:
         raise ValueError("need burn_in >= 0, iterations >= 1, batch_size >= 1 and tol >= 0")
     say = progress or (lambda _m: None)
+    # fewer images than a batch are one batch of their own size, not padded to batch_size
+    batch_size = min(int(batch_size), len(x))
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     gibbs_fn = make_sweep_fn(model, update_globals=False)
