@@ -626,8 +626,8 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_siz
 def test_estimator_comparison_probe_runs_on_the_smoke_run(smoke_run, tmp_path):
     """experiments/estimators/compare_routes.py (the findings page's command) runs on a
     workflow target's outputs: every route (under the global gamma_s, the option; the
-    workflow itself runs the default) gives an error with its standard error, the posterior mean its R-hat and ESS, Algorithm 2 the
-    iterations its images took."""
+    workflow itself runs the default) gives an error with its standard error, the
+    posterior mean its R-hat and ESS, Algorithm 2 the iterations its images took."""
     repo, cfg = smoke_run
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(repo / "src"))
     out = tmp_path / "estimators.json"
