@@ -139,7 +139,7 @@ def smoke_run(tmp_path_factory):
     cfg = smoke_config(tmp_path_factory.mktemp("smoke_data"))
     t0 = time.time()
     r = snakemake(repo, "--cores", "2", "results/tables.md", "results/benchmarks.md",
-                  "--configfile", str(cfg), timeout=900)
+                  "--configfile", str(cfg), timeout=1500)
     seconds = time.time() - t0
     logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
                      for p in sorted((repo / "results" / "logs").rglob("*.log")))
@@ -373,7 +373,7 @@ def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_fact
     ds = "results/mnist_smoke"
     targets = [f"{ds}/{m}/metrics.json" for m in ("pretrained_svm", "unsupervised_svm", "supervised")]
     r = snakemake(again, "--cores", "2", *targets, f"{ds}/inpainting/metrics.json",
-                  "--configfile", str(cfg), timeout=900)
+                  "--configfile", str(cfg), timeout=1500)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:]
     spec = importlib.util.spec_from_file_location(
         "compare_results", REPO / "experiments" / "determinism" / "compare_results.py")
