@@ -125,6 +125,7 @@ def test_map_stops_each_image_when_its_q_settles():
               progress=None)
     full = deep_mcem.infer_map(x, d, LAYERS, iterations=12, **kw)
     assert np.all(full["iterations"] == 12) and len(full["q_trace"]) == 12
+    assert not np.any(full["converged"])  # no tolerance, no image called converged
     loose = deep_mcem.infer_map(x, d, LAYERS, iterations=12, tol=0.5, **kw)
     assert np.all(loose["converged"]) and np.all(loose["iterations"] <= 4)
     at2 = loose["iterations"] == 2

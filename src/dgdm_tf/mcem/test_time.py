@@ -171,7 +171,7 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
 
     Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'layer1_pooled':
     layer 1's pooled output at the last iteration (its S when it is the top), 'iterations':
-    (N,) the iterations each image took, 'converged': (N,) bool, 'q_trace':
+    (N,) the iterations each image took, 'converged': (N,) whether it met ``tol``, 'q_trace':
     (iterations run,) mean Q per image over the images that ran each iteration,
     'seconds'}. Batch b is seeded by fold-in of (seed, b): results do not depend on the
     batches before it. The compiled sweep and iteration are shared by every call on an
@@ -235,7 +235,7 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         xs = layer_inputs(st.s_top, model, st.d, dense_z(st, model))
         l1s.append(np.asarray(xs[1] if model.n_layers > 1 else st.s_top)[:n_real])
         iters.append(took)
-        conv.append(done if tol > 0 else np.ones(n_real, bool))
+        conv.append(done)  # tol 0: no image met a rule, none is called converged
         n_done = b0 + n_real
         say(f"test-time MCEM: {n_done}/{len(x)} images, iterations {np.mean(took):.1f} (max {took.max()}), "
             f"converged {np.mean(done):.0%}, {n_done / max(time.time() - t0, 1e-9):.2f} images/s")
