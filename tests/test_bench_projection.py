@@ -23,9 +23,14 @@ def test_plan_reads_each_rows_schedule_from_the_config(paper):
     assert [s.kernel for s in stages[:2]] == [P.pretrain_kernel(1), P.pretrain_kernel(2)]
     assert stages[0].passes == pre["burn_in"] + pre["collect"] * pre["thin"]
     assert stages[0].batch == pre["batch_size"]
-    f = ds["features"]
-    feats = by[("pretrained_svm", "top-down features (train + test)")]
-    assert (feats.images, feats.passes) == (70000, f["chains"] * (f["burn_in"] + f["collect"]))
+    # the top layer by Algorithm 2 (paper.yaml's route): its sweeps, then at most
+    # max_iterations MCEM iterations an image
+    a = ds["topdown_features"]["alg2"]
+    assert ds["topdown_features"]["route"] == "alg2"
+    sweeps = by[("pretrained_svm", "top-down features (train + test): sweeps")]
+    its = by[("pretrained_svm", "top-down features (train + test): MCEM iterations, at most")]
+    assert (sweeps.kernel, sweeps.images, sweeps.passes) == (P.TEST_SWEEP, 70000, a["burn_in"])
+    assert (its.kernel, its.images, its.passes) == (P.MCEM_ITERATION, 70000, a["max_iterations"])
     # refinement runs once, for the first row that needs it: burn-in + collect x thin sweeps
     refines = [s for s in stages if s.kernel == P.REFINE_SWEEP]
     r = ds["refine"]
@@ -35,12 +40,25 @@ def test_plan_reads_each_rows_schedule_from_the_config(paper):
     p = ds["supervised"]["predict"]
     assert p["features"] == "mcem"
     n_models = min(p["models"], ds["supervised"]["collect"])
-    mcem = [s for s in stages if s.kernel == P.MCEM_ITERATION]
-    assert len(mcem) == 1 and mcem[0].passes == n_models * p["iterations"] and mcem[0].images == 10000
+    mcem = [s for s in stages if s.kernel == P.MCEM_ITERATION and s.row == "supervised"]
+    assert len(mcem) == 1 and mcem[0].passes == n_models * p["iterations"]
+    assert mcem[0].images == 10000 + p["mismatch_images"]  # the re-inferred training images too
     # one Gibbs SVM per SVM row, none for the encoder's EM
     assert sorted(s.row for s in stages if s.kernel == P.SVM_ITERATION) == [
         "pretrained_block_svm", "pretrained_svm", "unsupervised_svm"]
     assert any(l.startswith("encoder_svm") for l in left_out) and any(l.startswith("cnn") for l in left_out)
+
+
+def test_plan_reads_the_chains_under_route_chain(paper):
+    ds = dict(paper["datasets"]["mnist"])
+    ds["topdown_features"] = dict(ds["topdown_features"], route="chain")
+    stages, _ = P.plan(ds, 60000, 10000)
+    by = {(s.row, s.stage): s for s in stages}
+    f, t = ds["features"], ds["topdown_features"]
+    feats = by[("pretrained_svm", "top-down features (train + test)")]
+    assert (feats.images, feats.passes) == (70000, f["chains"] * (f["burn_in"] + f["collect"]))
+    un = by[("unsupervised_svm", "top-down features (train + test)")]
+    assert un.passes == t["chains"] * (t["burn_in"] + t["collect"])
 
 
 def test_plan_shares_refinement_with_a_supervised_row_started_from_it(paper):

@@ -187,3 +187,23 @@ def test_summarise_chains_is_json_ready():
     assert s["rhat_max"] == pytest.approx(mixing.rhat(x)[1])
     assert s["ess_bulk_min"] == pytest.approx(mixing.ess(x).min())
     assert s["ess_tail_min"] == pytest.approx(mixing.ess(x, "tail").min())
+
+
+def test_feature_draws_summary_separates_mixed_from_stuck_chains():
+    """Features drawn iid in 2 chains x 50 draws: median R-hat near 1, none above 1.1,
+    bulk ESS near the 100 draws; the same with the chains at means 3 sd apart: every
+    feature above 1.1. A feature never on is left out."""
+    from dgdm_tf.mcmc.diagnostics import feature_draws_summary
+
+    rng = np.random.default_rng(0)
+    mixed = rng.normal(size=(2, 50, 20, 6))
+    mixed[..., 0] = 0.0  # a unit never on: no R-hat
+    c = feature_draws_summary(mixed)
+    assert c["features_moving"] == 20 * 5 and (c["n_chains"], c["n_draws"]) == (2, 50)
+    assert abs(c["rhat_median"] - 1.0) < 0.03 and c["rhat_above_1.1"] < 0.02
+    assert 60 < c["ess_bulk_median"] < 140
+    stuck = mixed + np.array([0.0, 3.0])[:, None, None, None]
+    stuck[..., 0] = 0.0
+    s = feature_draws_summary(stuck)
+    assert s["rhat_above_1.1"] == 1.0 and s["rhat_median"] > 1.5 and s["ess_bulk_median"] < 20
+    assert feature_draws_summary(np.zeros((2, 8, 3)))["features_moving"] == 0

@@ -36,7 +36,7 @@ import yaml  # noqa: E402
 from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
-from dgdm_tf.mcmc.diagnostics import ess, rhat  # noqa: E402
+from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
 from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 from dgdm_tf.topdown.chain import infer_topdown  # noqa: E402
@@ -102,12 +102,10 @@ def main(argv=None):
                                       batch_size=int(tcfg["batch_size"]), start=start, keep_draws=not first,
                                       **common)
                     if not first:
-                        d = r["draws"].reshape(a.chains, a.collect, -1)
-                        moving = np.ptp(d, axis=(0, 1)) > 0
-                        rh, es = rhat(d[..., moving]), ess(d[..., moving])
-                        extra[f"rhat_{split}_median"] = float(np.nanmedian(rh))
-                        extra[f"rhat_{split}_above_1.1"] = float(np.nanmean(rh > 1.1))
-                        extra[f"ess_bulk_{split}_median"] = float(np.nanmedian(es))
+                        c = feature_draws_summary(r["draws"])
+                        extra[f"rhat_{split}_median"] = c["rhat_median"]
+                        extra[f"rhat_{split}_above_1.1"] = c["rhat_above_1.1"]
+                        extra[f"ess_bulk_{split}_median"] = c["ess_bulk_median"]
                 feats[split] = r["features"]
             secs = time.perf_counter() - t0
             svm = BayesianSVM(n_classes, seed=3, progress=None, **block["svm"]).fit(feats["train"], y["train"])

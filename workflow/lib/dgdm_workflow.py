@@ -213,6 +213,74 @@ def training_cfg(sup: dict) -> dict:
             "predict": {"models": sup["predict"]["models"]}}
 
 
+# ------------------------------------------------------------------ ablations
+#: the keys of an ablation file's `ablation:` block
+ABLATION_KEYS = ("base", "description", "hyper", "changes")
+ABLATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def deep_merge(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` written over it, mappings merged key by key."""
+    out = dict(base)
+    for k, v in changes.items():
+        both = isinstance(v, dict) and isinstance(out.get(k), dict)
+        out[k] = deep_merge(out[k], v) if both else v
+    return out
+
+
+def load_ablations(config: dict, folder: Path,
+                   validate: Callable[[dict], None]) -> tuple[dict, dict]:
+    """The ablation files ``<folder>/<name>.yaml``: each varies one dataset of the run's
+    config (``base``) and runs as a dataset of its own, ``<name>``, under
+    ``results/<name>/``, so it never writes into the base's results. Returns
+    ({name: {"base", "description", "hyper", "changes", "block", "file"}} for the files
+    whose base this config defines, {name: why not} for the others). ``validate``
+    checks a config against the schema (and fills its defaults)."""
+    import yaml
+
+    ready, unavailable = {}, {}
+    for path in sorted(Path(folder).glob("*.yaml")):
+        name = path.stem
+        where = f"ablation file {path}"
+        if not ABLATION_NAME.fullmatch(name):
+            raise WorkflowError(f"{where}: the file name is the ablation's name and its results "
+                                f"folder: letters, digits and _, starting with a letter.")
+        spec = (yaml.safe_load(path.read_text()) or {}).get("ablation")
+        if not isinstance(spec, dict) or "base" not in spec or "changes" not in spec:
+            raise WorkflowError(f"{where}: needs a block `ablation:` with `base` (a dataset of "
+                                f"the config) and `changes` (keys of that dataset's block).")
+        extra = set(spec) - set(ABLATION_KEYS)
+        if extra:
+            raise WorkflowError(f"{where}: unknown key(s) {sorted(extra)} in `ablation:`; "
+                                f"allowed: {', '.join(ABLATION_KEYS)}.")
+        base = spec["base"]
+        if name in config["datasets"]:
+            raise WorkflowError(f"{where}: {name!r} is already a dataset of the config; rename "
+                                f"the file (its name is the results folder).")
+        if base not in config["datasets"]:
+            unavailable[name] = (f"ablation {name!r} ({path}) varies dataset {base!r}, which this "
+                                 f"config does not define (it has: {', '.join(config['datasets'])}); "
+                                 f"run it with the config that defines {base!r} (config/config.yaml "
+                                 f"for mnist).")
+            continue
+        block = deep_merge(config["datasets"][base], spec["changes"] or {})
+        # the base's raw files, not a download of their own under <raw_dir>/<name>
+        block["raw_dir"] = block.get("raw_dir") or os.path.join(config["raw_dir"], base)
+        hyper = deep_merge(config["hyper"], spec.get("hyper") or {})
+        trial = {**config, "hyper": hyper, "datasets": {name: block},
+                 "benchmark": {**config["benchmark"], "dataset": None}}
+        try:
+            validate(trial)
+        except WorkflowError as e:
+            raise WorkflowError(explain_validation_error(e, [path])) from None
+        check_config(trial, [path])
+        ready[name] = {"base": base, "description": spec.get("description") or "",
+                       "hyper": trial["hyper"], "hyper_changes": spec.get("hyper") or {},
+                       "changes": spec["changes"] or {},
+                       "block": trial["datasets"][name], "file": str(path)}
+    return ready, unavailable
+
+
 # ------------------------------------------------------- the rules' helpers
 def _check_peer_at(row: str, rows_with_peer: Iterable, ds: str, run: str, peer: str,
                    full_run: str) -> None:
@@ -228,9 +296,14 @@ def _check_peer_at(row: str, rows_with_peer: Iterable, ds: str, run: str, peer: 
 class Wiring:
     """The helpers that need the run's config: one instance per workflow."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, ablations: dict | None = None,
+                 unavailable: dict | None = None):
         self.config = config
-        self.datasets: dict = config["datasets"]
+        self.ablations: dict = ablations or {}
+        self.unavailable: dict = unavailable or {}
+        # the config's datasets and the ablations, each a dataset of its own
+        self.datasets: dict = {**config["datasets"],
+                               **{n: a["block"] for n, a in self.ablations.items()}}
 
     # --- config lookups
     def res(self, rule_name: str) -> dict:
@@ -266,16 +339,32 @@ class Wiring:
         skip = (("methods", "cnn", "learning_curve")
                 + (() if method == "supervised" else ("supervised",)))
         block = {k: v for k, v in self.datasets[ds].items() if k not in skip}
-        return {"seed": self.config["seed"], "hyper": self.config["hyper"], "dataset": ds,
-                "block": block}
+        out = {"seed": self.config["seed"], "hyper": self.hyper(ds), "dataset": ds,
+               "block": block}
+        if ds in self.ablations:
+            out["ablation_of"] = self.ablations[ds]["base"]
+        return out
+
+    def ablation_inputs(self, wc) -> list:
+        """An ablation's table reads the metrics.json of each of its methods; an ablation
+        whose base this config lacks says which config to run it with."""
+        if wc.ablation in self.unavailable:
+            raise WorkflowError(self.unavailable[wc.ablation])
+        return [f"results/{wc.ablation}/{m}/metrics.json"
+                for m in self.datasets[wc.ablation]["methods"]]
+
+    def hyper(self, ds: str) -> dict:
+        """The prior hyperparameters of dataset ``ds``: the config's, or its ablation's."""
+        a = self.ablations.get(ds)
+        return a["hyper"] if a else self.config["hyper"]
 
     def enabled_runs(self) -> Iterator[tuple[str, str]]:
-        for ds, block in self.datasets.items():
+        for ds, block in self.config["datasets"].items():  # not the ablations
             for method in block["methods"]:
                 yield ds, method
 
     def benchmark_dataset(self) -> str:
-        return self.config["benchmark"]["dataset"] or next(iter(self.datasets))
+        return self.config["benchmark"]["dataset"] or next(iter(self.config["datasets"]))
 
     def benchmark_params(self, wc) -> dict:
         """The benchmarked dataset's layers and CNN settings."""

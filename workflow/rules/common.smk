@@ -23,6 +23,12 @@ except WorkflowError as e:
 dgdm_workflow.check_config(config, workflow.configfiles)
 
 DATASETS: dict = config["datasets"]
+# config/ablations/<name>.yaml: a dataset of the config varied, run as dataset <name>
+# under results/<name>/ (`snakemake --cores all results/<name>/tables.md`); not part of
+# results/tables.md. Those whose base this config lacks say so when asked for.
+ABLATIONS, UNAVAILABLE_ABLATIONS = dgdm_workflow.load_ablations(
+    config, Path(workflow.basedir) / "config" / "ablations",
+    lambda c: validate(c, SCHEMA_FILE))
 # The config file(s) this run used, as recorded in metrics.json and results/tables.md.
 CONFIG_FILES = dgdm_workflow.relative_config_files(workflow.configfiles)
 # Threads for the heavy rules: `threads`, else all cores given to Snakemake.
@@ -34,18 +40,21 @@ dgdm_workflow.register_report_directives()
 
 
 wildcard_constraints:
-    ds=dgdm_workflow.dataset_regex(DATASETS),
+    ds=dgdm_workflow.dataset_regex([*DATASETS, *ABLATIONS]),
+    ablation=dgdm_workflow.dataset_regex([*ABLATIONS, *UNAVAILABLE_ABLATIONS]) or "(?!)",
     l=r"[1-9][0-9]*",
 
 
 # The helpers the rule files call, bound to this run's config.
-_wiring = dgdm_workflow.Wiring(config)
+_wiring = dgdm_workflow.Wiring(config, ABLATIONS, UNAVAILABLE_ABLATIONS)
 res = _wiring.res
 ds_cfg = _wiring.ds_cfg
 n_layers = _wiring.n_layers
 raw_dir = _wiring.raw_dir
 data_spec = _wiring.data_spec
 run_config = _wiring.run_config
+hyper_of = _wiring.hyper
+ablation_inputs = _wiring.ablation_inputs
 enabled_runs = _wiring.enabled_runs
 benchmark_dataset = _wiring.benchmark_dataset
 benchmark_params = _wiring.benchmark_params

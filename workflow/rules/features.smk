@@ -24,7 +24,7 @@ rule features:
         topdown=lambda wc: ds_cfg(wc.ds)["topdown_features"],
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
     log:
         "results/logs/features/{ds}.log",

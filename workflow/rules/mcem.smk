@@ -61,7 +61,7 @@ rule mcem_train:
         stream=lambda wc: ds_cfg(wc.ds)["stream"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_train=lambda wc: mcem_n_train(wc.ds),
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/mcem/ckpt",
     log:
@@ -88,7 +88,7 @@ rule mcem_average:
         stream=lambda wc: ds_cfg(wc.ds)["stream"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_train=lambda wc: mcem_n_train(wc.ds),
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/mcem/averaging_ckpt",
     log:

@@ -42,7 +42,7 @@ rule pretrain_layer:
         layer=lambda wc: ds_cfg(wc.ds)["model"]["layers"][int(wc.l) - 1],
         pretrain=lambda wc: ds_cfg(wc.ds)["pretrain"],
         n_layers=lambda wc: n_layers(wc.ds),
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/pretrain/layer{wc.l}_ckpt",
     log:

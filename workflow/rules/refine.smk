@@ -37,7 +37,7 @@ rule refine:
     params:
         refine=lambda wc: ds_cfg(wc.ds)["refine"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/refine/ckpt",
     log:
@@ -71,7 +71,7 @@ rule topdown_features:
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
     log:
         "results/logs/topdown_features/{ds}.log",
@@ -102,7 +102,7 @@ rule inpaint:
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["inpaint"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         config_files=CONFIG_FILES,
     log:
@@ -132,7 +132,7 @@ rule generate:
     params:
         cfg=lambda wc: ds_cfg(wc.ds)["generate"],
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
     log:
         "results/logs/generate/{ds}.log",

@@ -42,7 +42,7 @@ rule supervised:
         cfg=lambda wc: training_cfg(ds_cfg(wc.ds)["supervised"]),
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
         checkpoint_dir=lambda wc: f"results/{wc.ds}/supervised/ckpt",
     log:
@@ -83,7 +83,7 @@ rule supervised_predict:
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         run_config=lambda wc: run_config(wc.ds, "supervised"),
         config_files=CONFIG_FILES,
-        hyper=config["hyper"],
+        hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
     log:
         "results/logs/supervised_predict/{ds}.log",

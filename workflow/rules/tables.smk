@@ -42,3 +42,29 @@ rule tables:
         **res("tables"),
     script:
         "../scripts/tables.py"
+
+
+# results/<ablation>/tables.md: one ablation's rows beside the paper's and, where the main
+# run has made them, its base dataset's (config/ablations/<ablation>.yaml).
+rule ablation_tables:
+    input:
+        ablation_inputs,
+    output:
+        report(
+            "results/{ablation}/tables.md",
+            caption="../report/ablation_tables.rst",
+            category=CATEGORY["tables"],
+            subcategory="{ablation}",
+        ),
+    params:
+        ablation=lambda wc: ABLATIONS[wc.ablation],
+        config_files=CONFIG_FILES,
+    log:
+        "results/logs/ablation_tables/{ablation}.log",
+    benchmark:
+        "results/benchmarks/rules/ablation_tables/{ablation}.tsv"
+    threads: 1
+    resources:
+        **res("tables"),
+    script:
+        "../scripts/ablation_tables.py"

@@ -205,7 +205,9 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
     of pretrained_svm with `features.route: topdown` (pretrained layers).
     With two or more chains the result also holds 'half_distance'
     (dgdm_tf.mcmc.diagnostics.half_distance of the chains' features: the chains differ by
-    their map order, so it says how much the order decides the features). With
+    their map order, so it says how much the order decides the features) and, with 4 or
+    more collected sweeps, 'convergence' (dgdm_tf.mcmc.diagnostics.feature_draws_summary:
+    R-hat and ESS of the features across the chains). With
     ``check_seed`` and `posterior_check.images` > 0 it also holds 'posterior_check'
     (dgdm_tf.topdown.evidence.posterior_gain on the first images: how much more probable
     the chain's state gets in `posterior_check.sweeps` more sweeps)."""
@@ -222,11 +224,18 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
         x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
         collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
         gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=chains,
-        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1, progress=progress)
+        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1,
+        keep_draws=chains > 1 and int(cfg["collect"]) >= 4, progress=progress)
     if chains > 1:
         res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
         progress(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
                  "about 1.4: unrelated, 0: they agree)")
+    if "draws" in res:  # R-hat and ESS need 4 draws a chain (split halves)
+        res["convergence"] = mixing.feature_draws_summary(res.pop("draws"))
+        c = res["convergence"]
+        progress(f"features over {c['n_chains']} chains x {c['n_draws']} draws: median R-hat "
+                 f"{c['rhat_median']:.3f}, {100 * c['rhat_above_1.1']:.0f} % above 1.1, median "
+                 f"bulk ESS {c['ess_bulk_median']:.1f}")
     check = cfg["posterior_check"]
     if check_seed is not None and int(check["images"]) > 0:
         n = min(int(check["images"]), len(x))

@@ -69,6 +69,7 @@ def topdown(x, split):
                                  check_seed=check)
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
                                                     "half_distance": res.get("half_distance"),
+                                                    "convergence": res.get("convergence"),
                                                     "posterior_check": res.get("posterior_check"),
                                                     "topdown_route": tcfg["route"], "alg2": res.get("alg2")}
 

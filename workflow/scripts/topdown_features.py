@@ -40,6 +40,7 @@ for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
                              f"{len(x)} train images")
         diag["chains"] = res["chains"]  # what was averaged: the smoke test reads it
         diag["half_distance"] = res.get("half_distance")  # how much the map order decides
+        diag["convergence"] = res.get("convergence")  # R-hat and ESS across the chains
         diag["posterior_check"] = res.get("posterior_check")  # are the features a transient
         diag["route"], diag["alg2"] = cfg["route"], res.get("alg2")  # Algorithm 2's iterations
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)

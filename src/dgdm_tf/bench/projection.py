@@ -88,13 +88,26 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
             stages.append(Stage(row, "refinement", REFINE_SWEEP, n, _sweeps(r), int(r.get("chunk") or n)))
             refined = True
 
+    def topdown_features(row: str, images: int, chain: dict) -> None:
+        """The top layer read out by ``topdown_features.route``: Algorithm 2 (its burn-in
+        sweeps, then at most ``max_iterations`` MCEM iterations: images that meet ``tol``
+        stop earlier, so this is an upper bound) or the chains' sweeps."""
+        t = ds["topdown_features"]
+        if t.get("route", "chain") == "alg2":
+            a = t["alg2"]
+            stages.append(Stage(row, "top-down features (train + test): sweeps", TEST_SWEEP,
+                                images, int(a["burn_in"]), int(a["batch_size"])))
+            stages.append(Stage(row, "top-down features (train + test): MCEM iterations, at most",
+                                MCEM_ITERATION, images, int(a["max_iterations"]), int(a["batch_size"])))
+        else:
+            stages.append(Stage(row, "top-down features (train + test)", TEST_SWEEP, images,
+                                int(chain.get("chains", 1)) * _sweeps(chain), int(chain["batch_size"])))
+
     for method in ds["methods"]:
         if method == "pretrained_svm":
             f = ds["features"]
             if f["route"] == "topdown":
-                stages.append(Stage(method, "top-down features (train + test)", TEST_SWEEP,
-                                    n_train + n_test, int(f.get("chains", 1)) * _sweeps(f),
-                                    int(f["batch_size"])))
+                topdown_features(method, n_train + n_test, f)
             else:
                 left_out.append(f"{method}: layer-wise features (the pretraining sweeps without D)")
             svm(method)
@@ -106,9 +119,7 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
         elif method == "unsupervised_svm":
             refine(method)
             f = ds["topdown_features"]
-            stages.append(Stage(method, "top-down features (train + test)", TEST_SWEEP,
-                                int(f.get("n_train") or n_train) + int(f.get("n_test") or n_test),
-                                int(f.get("chains", 1)) * _sweeps(f), int(f["batch_size"])))
+            topdown_features(method, int(f.get("n_train") or n_train) + int(f.get("n_test") or n_test), f)
             svm(method)
         elif method == "supervised":
             s = ds["supervised"]
@@ -118,7 +129,8 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
                                 int(s.get("n_train") or n_train), _sweeps(s), int(s.get("chunk") or n_train)))
             p = s["predict"]
             n_models = min(int(p["models"]), int(s["collect"]))
-            nt = int(s.get("n_test") or n_test)
+            # the test images, and the training images re-inferred by the test route
+            nt = int(s.get("n_test") or n_test) + int(p.get("mismatch_images", 0))
             stages.append(Stage(method, f"test features, {n_models} models: sweeps", TEST_SWEEP, nt,
                                 n_models * (int(p["burn_in"]) if p["features"] == "mcem"
                                             else int(p.get("chains", 1)) * _sweeps(p)),

@@ -22,9 +22,9 @@ from dgdm_tf.core.model import DeepModel
 def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s: float,
            sweep_fn=None) -> list:
     """``sweeps`` Gibbs sweeps of the batch's local variables with D fixed, from the
-    matched-filter start; gamma_s redrawn from the batch after each (a global one too, which
-    the sweep holds); the last
-    ``n_samples`` states are returned."""
+    matched-filter start; a global gamma_s (which the sweep holds) is redrawn from the batch
+    after each, one per image and map is drawn inside the sweep; the last ``n_samples``
+    states are returned."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
     seeds = random.split(tf.cast(seed, tf.int64), ("start", "gamma_s"))
@@ -34,7 +34,8 @@ def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s
     out = []
     for i in range(sweeps):
         st, _ = sweep_fn(st, xt)
-        st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
+        if not model.hyper.slab_per_image:  # the sweep already drew a local gamma_s
+            st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
         if i >= sweeps - n_samples:
             out.append(st)
     return out
@@ -56,7 +57,8 @@ def e_step_supervised(x, y, d, svm_g, model: DeepModel, seed, *, sweeps: int, n_
     states, lams = [], []
     for i in range(sweeps):
         st, lam = sweep_fn(st, lam, svm_g.beta, svm_g.mean, svm_g.std, xt, yt)
-        st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
+        if not model.hyper.slab_per_image:  # the sweep already drew a local gamma_s
+            st = resample_gamma_s(st, xt, model, random.fold(seeds.gamma_s, i))
         if i >= sweeps - n_samples:
             states.append(st)
             lams.append(lam)

@@ -267,3 +267,22 @@ def summarise_chains(draws) -> dict:
             "ess_bulk_min": float(np.min(ess(a, "bulk"))),
             "ess_tail_min": float(np.min(ess(a, "tail"))),
             "n_chains": int(a.shape[0]), "n_draws": int(a.shape[1])}
+
+
+def feature_draws_summary(draws) -> dict:
+    """R-hat and bulk ESS of test-time features, from their draws (chains, draws, N, F)
+    or (chains, draws, P): computed for every feature that moves (a unit never on is
+    left out, its R-hat undefined), then summarised: the median R-hat, the fraction of
+    features whose R-hat exceeds 1.1 (Vehtari et al. 2021 ask for 1.01), the median bulk
+    ESS, how many features moved."""
+    a = np.asarray(draws)
+    a = a.reshape(a.shape[0], a.shape[1], -1)
+    moving = np.ptp(a, axis=(0, 1)) > 0
+    if not moving.any():
+        return {"rhat_median": float("nan"), "rhat_above_1.1": float("nan"),
+                "ess_bulk_median": float("nan"), "features_moving": 0,
+                "n_chains": int(a.shape[0]), "n_draws": int(a.shape[1])}
+    rh, es = rhat(a[..., moving]), ess(a[..., moving], "bulk")
+    return {"rhat_median": float(np.nanmedian(rh)), "rhat_above_1.1": float(np.nanmean(rh > 1.1)),
+            "ess_bulk_median": float(np.nanmedian(es)), "features_moving": int(moving.sum()),
+            "n_chains": int(a.shape[0]), "n_draws": int(a.shape[1])}

@@ -150,7 +150,7 @@ def plot_learning_curves(rows: Iterable[Mapping[str, Any]], path: str | os.PathL
     import pandas as pd
     import seaborn as sns
 
-    from dgdm_tf.report.plots import _caption, plt, save_figure
+    from dgdm_tf.report.plots import caption, plt, save_figure
 
     labels, paper = dict(labels or {}), dict(paper or {})
     df = pd.DataFrame(list(rows), columns=list(COLUMNS))
@@ -201,5 +201,5 @@ def plot_learning_curves(rows: Iterable[Mapping[str, Any]], path: str | os.PathL
         by_sizes.setdefault(key, []).append(labels.get(method, method))
     for (sizes, why), names in by_sizes.items():
         lines.append(f"Skipped {sizes} training images ({why}): {'; '.join(names)}.")
-    _caption(fig, lines + list(notes))
+    caption(fig, lines + list(notes))
     save_figure(fig, path)

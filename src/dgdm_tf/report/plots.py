@@ -102,7 +102,7 @@ def _machine_text(machine: dict | str | None) -> str:
     return f"Machine: {machine}."
 
 
-def _caption(fig, lines: list[str]) -> None:
+def caption(fig, lines: list[str]) -> None:
     """Wrapped lines of small text under a figure's axes."""
     import textwrap
 
@@ -163,7 +163,7 @@ def plot_error_vs_time(runs: dict, path: str | os.PathLike, title: str, *,
     if missing:
         notes.append("Not shown: " + "; ".join(f"{labels.get(k, k)} ({v})"
                                                 for k, v in missing.items()) + ".")
-    _caption(fig, notes + [_machine_text(machine)])
+    caption(fig, notes + [_machine_text(machine)])
     save_figure(fig, path)
 
 
@@ -209,5 +209,5 @@ def plot_scaling(rows, path: str | os.PathLike, *,
     fig.suptitle("How cost grows with work: throughput vs batch size, image side and K",
                  fontsize=9)
     fig.tight_layout()
-    _caption(fig, [_machine_text(machine)])
+    caption(fig, [_machine_text(machine)])
     save_figure(fig, path)

@@ -1,0 +1,104 @@
+"""Ablation files (config/ablations/<name>.yaml): each runs as a dataset of its own
+under results/<name>/ and never writes into the main run's results; its changes reach
+its runs only; a bad file or a missing base says what to do."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from _workflow import REPO, copy_repo, load_config, smoke_config, snakemake, write_config
+
+ABLATIONS = sorted(p.stem for p in (REPO / "config" / "ablations").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return copy_repo(tmp_path_factory.mktemp("repo"))
+
+
+def planned_files(out: str) -> list[str]:
+    """Every output, log and benchmark file a dry run lists."""
+    files = []
+    for m in re.finditer(r"^\s*(output|log|benchmark): (.*)$", out, re.M):
+        files += [f.strip() for f in m.group(2).split(",")]
+    return files
+
+
+def test_the_shipped_ablations_exist():
+    assert {"gamma_s_global", "readout_chain", "pretrain_burn_in_15",
+            "pretrain_burn_in_240"} <= set(ABLATIONS)
+
+
+@pytest.mark.parametrize("name", ABLATIONS)
+def test_an_ablation_writes_under_its_own_folder_only(repo, name):
+    r = snakemake(repo, "-n", f"results/{name}/tables.md")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "rule ablation_tables:" in out and "rule tables:" not in out
+    files = planned_files(out)
+    assert len(files) > 5
+    outputs = [f for f in files if not f.startswith(("results/logs/", "results/benchmarks/rules/"))]
+    assert all(f.startswith(f"results/{name}/") for f in outputs), outputs
+    assert all(name in f for f in files), [f for f in files if name not in f]
+    assert not [f for f in files if f.startswith("results/mnist/")]
+
+
+def test_the_main_run_plans_no_ablation(repo):
+    r = snakemake(repo, "-n", "results/tables.md")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "ablation_tables" not in out
+    assert not [f for f in planned_files(out) for a in ABLATIONS if f"/{a}/" in f or f"/{a}." in f]
+
+
+def test_an_ablations_changes_reach_its_runs_only():
+    """The ablation's dataset is its base with the changes written over it, and its hyper
+    block is the config's with its own keys; the base keeps the config's."""
+    sys.path.insert(0, str(REPO / "workflow" / "lib"))
+    import dgdm_workflow as W
+    from snakemake.utils import validate
+
+    schema = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = load_config("config.yaml")
+    ready, unavailable = W.load_ablations(config, REPO / "config" / "ablations",
+                                          lambda c: validate(c, schema))
+    assert set(ready) == set(ABLATIONS) and unavailable == {}
+    wiring = W.Wiring(config, ready, unavailable)
+    assert wiring.hyper("gamma_s_global")["gamma_s"] == "global"
+    assert wiring.hyper("mnist")["gamma_s"] == config["hyper"]["gamma_s"] == "image_map"
+    rc = wiring.run_config("readout_chain")
+    assert rc["ablation_of"] == "mnist" and rc["dataset"] == "readout_chain"
+    assert rc["block"]["topdown_features"]["route"] == "chain"
+    assert rc["block"]["topdown_features"]["alg2"] == config["datasets"]["mnist"]["topdown_features"]["alg2"]
+    assert "ablation_of" not in wiring.run_config("mnist")
+    assert wiring.ds_cfg("pretrain_burn_in_240")["pretrain"]["burn_in"] == 240
+    assert wiring.ds_cfg("mnist")["pretrain"]["burn_in"] == config["datasets"]["mnist"]["pretrain"]["burn_in"]
+    # the base's raw files, not a download of the ablation's own
+    assert wiring.raw_dir("gamma_s_global") == wiring.raw_dir("mnist")
+
+
+def test_an_ablation_of_a_dataset_the_config_lacks_says_which_config(repo, tmp_path):
+    r = snakemake(repo, "-n", "results/gamma_s_global/tables.md",
+                  "--configfile", str(smoke_config(tmp_path)))
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "varies dataset 'mnist', which this config does not define" in out, out[-3000:]
+    assert "config/config.yaml" in out
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("ablation: {base: mnist, changes: {pretrain: {burnin: 3}}}", ["'burnin'", "bad_key.yaml"]),
+    ("ablation: {base: mnist, chnges: {}}", ["bad_key.yaml", "`changes`"]),
+    ("ablation: {base: mnist, changes: {}, extra: 1}", ["'extra'", "bad_key.yaml"]),
+])
+def test_a_bad_ablation_file_is_named_with_its_key(tmp_path, text, expect):
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "config" / "ablations" / "bad_key.yaml").write_text(text + "\n")
+    r = snakemake(repo, "-n", "results/tables.md")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert all(e in out for e in expect), out[-3000:]

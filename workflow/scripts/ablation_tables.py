@@ -1,0 +1,23 @@
+"""rule ablation_tables: results/<ablation>/tables.md from the ablation's metrics.json
+and, where they exist, its base dataset's."""
+
+from _common import plain, progress, start
+
+start(snakemake)
+
+from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.ablations import render_ablation  # noqa: E402
+from dgdm_tf.report.runs import load_metrics  # noqa: E402
+
+name = snakemake.wildcards.ablation
+ablation = plain(snakemake.params.ablation)
+metrics = load_metrics("results", {name: ablation["block"]})
+base = ablation["base"]
+base_metrics = {m: v for (ds, m), v in
+                load_metrics("results", {base: {"methods": ablation["block"]["methods"]}}).items()}
+progress(f"{name}: metrics of {sorted(m for _, m in metrics)}; the base {base} has "
+         f"{sorted(base_metrics) or 'none yet'}")
+md = render_ablation(name, ablation, metrics, base_metrics,
+                     config_files=snakemake.params.config_files)
+atomic_io.write_text(snakemake.output[0], md)
+progress("done")
