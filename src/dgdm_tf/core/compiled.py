@@ -32,7 +32,7 @@ def reproducible_graphs() -> None:
     With it on, retracing the same top-down sweep on the same state gave Rao-Blackwellised
     top-unit means that differed in the last bits (logits one ulp apart; the draws agreed)
     from trace to trace, so a chain, and the tables after it, were not repeatable across
-    runs (``tests/test_core_compiled.py``; ``experiments/determinism/retrace.py``). Its AddOps
+    runs (``tests/test_core_compiled.py``; docs/findings/bitwise_repeatability.md). Its AddOps
     rewrite also stops deep models' sweeps with ``AlreadyExistsError ... AddOpsRewrite
     ... TmpVar`` (TensorFlow 2.21, CPU). It is an optimisation only: the graph computes
     the same expressions, in the order the code writes them. Process-wide and idempotent;

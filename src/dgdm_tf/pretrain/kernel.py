@@ -258,8 +258,8 @@ def make_sweep_fn(model: LayerModel, update_d: bool = True, update_gamma_w: bool
 
     ``jit_compile`` compiles the (z, W) step -- thousands of small ops a sweep -- with
     XLA; the rest stays in graph mode (XLA has no stateless Gamma sampler). ``zw_step``
-    replaces :func:`resample_zw` (same signature); the probes of other schedules use it
-    (``experiments/mixing/map_parallel.py``).
+    replaces :func:`resample_zw` (same signature); the probe of another schedule used it
+    (docs/findings/map_parallel_schedule.md).
     """
     step = zw_step or resample_zw
     zw_fn = None
