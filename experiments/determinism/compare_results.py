@@ -12,6 +12,7 @@ Prints one line per file that differs, and where; exits 1 if any does, 0 if none
 """
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import math
@@ -118,8 +119,12 @@ def compare_file(a: Path, b: Path) -> str | None:
     return None if a.read_bytes() == b.read_bytes() else "bytes differ"
 
 
-def main(argv) -> int:
-    ra, rb = Path(argv[1]), Path(argv[2])
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("a", type=Path, help="one results folder (e.g. A/results)")
+    p.add_argument("b", type=Path, help="the other")
+    args = p.parse_args(argv)
+    ra, rb = args.a, args.b
     files_a = {p.relative_to(ra) for p in ra.rglob("*") if p.is_file()}
     files_b = {p.relative_to(rb) for p in rb.rglob("*") if p.is_file()}
     keep = lambda rel: not (set(rel.parts[:-1]) & SKIP_DIRS) and rel.name not in SKIP_FILES  # noqa: E731
@@ -139,4 +144,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

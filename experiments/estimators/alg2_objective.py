@@ -22,11 +22,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import yaml  # noqa: E402
 
 from dgdm_tf.core.model import DeepModel  # noqa: E402
 from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
+from dgdm_tf.io.run_inputs import read_pretrained_model, read_run_config  # noqa: E402
 from dgdm_tf.mcem.test_time import make_iteration_fn  # noqa: E402
 from dgdm_tf.topdown.state import init_state  # noqa: E402
 from dgdm_tf.topdown.sweep import make_sweep_fn  # noqa: E402
@@ -45,17 +45,14 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.smoke:
         a.images, a.iterations = 8, 12
-    root = a.results.rstrip("/")
-    ds_name = os.path.basename(root)
-    full = yaml.safe_load(open(a.config or os.path.normpath(f"{root}/../../config/config.yaml")))
-    block = full["datasets"][ds_name]
-    layers, tcfg = block["model"]["layers"], block["topdown_features"]
-    hyper = {**(full.get("hyper") or {}), **({"gamma_s": a.gamma_s} if a.gamma_s else {})}
-    z = [np.load(f"{root}/pretrain/layer{l + 1}.npz") for l in range(len(layers))]
-    ds = [v["D"].astype(np.float32) for v in z]
-    gs0, ge0 = float(z[-1]["gamma_w"]), float(np.mean(z[0]["gamma_e"]))
-    x, _, _ = shared_subset(load_prepared(f"{root}/data/prepared.npz"), "test", block["n_test"], a.images,
-                            int(full["seed"]), ds_name)
+    run = read_run_config(a.results, a.config)
+    root, block = run.results, run.block
+    layers, tcfg = run.layers, block["topdown_features"]
+    hyper = {**(run.config.get("hyper") or {}), **({"gamma_s": a.gamma_s} if a.gamma_s else {})}
+    pretrained = read_pretrained_model(root, len(layers))
+    ds, gs0, ge0 = pretrained.dictionaries, pretrained.gamma_s, pretrained.gamma_e
+    x, _, _ = shared_subset(load_prepared(root / "data" / "prepared.npz"), "test", block["n_test"], a.images,
+                            run.seed, run.dataset)
     n = len(x)
     model = DeepModel(x.shape[1:], layers, hyper, scan=tcfg["scan"]).with_ks([d.shape[-1] for d in ds])
     xt = tf.constant(x)

@@ -31,10 +31,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 
 from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
+from dgdm_tf.io.run_inputs import read_pretrained_model, read_run_config  # noqa: E402
 from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
 from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
@@ -65,16 +65,12 @@ def parse(argv=None):
 
 def main(argv=None):
     a = parse(argv)
-    root = a.results.rstrip("/")
-    ds_name = os.path.basename(root)
-    cfg_path = a.config or os.path.normpath(f"{root}/../../config/config.yaml")
-    full = yaml.safe_load(open(cfg_path))
-    block, seed0 = full["datasets"][ds_name], int(full["seed"])
-    layers, tcfg = block["model"]["layers"], block["topdown_features"]
-    z = [np.load(f"{root}/pretrain/layer{l + 1}.npz") for l in range(len(layers))]
-    ds = [v["D"].astype(np.float32) for v in z]
-    gamma_s0, gamma_e0 = float(z[-1]["gamma_w"]), float(np.mean(z[0]["gamma_e"]))
-    prep = load_prepared(f"{root}/data/prepared.npz")
+    run = read_run_config(a.results, a.config)
+    root, ds_name, full, block, seed0 = run.results, run.dataset, run.config, run.block, run.seed
+    layers, tcfg = run.layers, block["topdown_features"]
+    pretrained = read_pretrained_model(root, len(layers))
+    ds, gamma_s0, gamma_e0 = pretrained.dictionaries, pretrained.gamma_s, pretrained.gamma_e
+    prep = load_prepared(root / "data" / "prepared.npz")
     n_classes = len(prep["class_names"])
     x, y = {}, {}
     for split, n in (("train", a.n_train), ("test", a.n_test)):
