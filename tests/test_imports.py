@@ -1,6 +1,6 @@
 """The library's imports run one way: no import cycle between modules of dgdm_tf, and no
-module uses another's private (underscore) names. Read from the source (AST), so imports
-inside functions count too."""
+module (nor probe in experiments/) uses another's private (underscore) names. Read from
+the source (AST), so imports inside functions count too."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dgdm_tf"
+EXPERIMENTS = PACKAGE.parents[1] / "experiments"
 
 
 def _module_of(dotted: str, name: str | None, package_dir: Path) -> str:
@@ -130,6 +131,15 @@ def test_the_library_imports_itself_by_absolute_names():
 def test_no_module_uses_another_modules_private_names():
     _, private = import_graph()
     assert private == {}, f"private names used across modules: {private}"
+
+
+def test_no_probe_uses_the_librarys_private_names():
+    """The probes (experiments/) call the library as any user would: a private name a
+    probe reaches into can change or go with no test of the library noticing, and the
+    probe stops reproducing its finding (tests/test_experiments.py runs them)."""
+    private = {str(p.relative_to(EXPERIMENTS)): priv for p in sorted(EXPERIMENTS.rglob("*.py"))
+               if (priv := module_imports(p.read_text())[1])}
+    assert private == {}, f"private library names in the probes: {private}"
 
 
 def test_no_test_module_imports_another_test_module():

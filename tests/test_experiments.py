@@ -1,0 +1,242 @@
+"""experiments/: every probe runs, and reads the library as a user would.
+
+The probes reproduce the findings pages (docs/findings/); a probe that no longer runs
+leaves its page's numbers with no way back to them. So (a) each file has a ``main(argv)``
+behind ``if __name__ == "__main__":``, edits no ``sys.path`` (the package is installed),
+imports nothing from tests/ and reaches into no private attribute (tests/test_imports.py
+checks the private library names it imports); (b) each runs with ``--smoke`` on a tiny
+results folder, in this process (one TensorFlow import for all), built once from library
+calls: a two-layer model pretrained on 40 generated 28 x 28 digits, as
+`snakemake --cores all results/<ds>/pretrain/layer2.npz` would leave it, plus the files
+of the other workflow targets the probes read.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from _workflow import fake_mnist, load_config, write_config
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = REPO / "experiments"
+PROBES = sorted(EXPERIMENTS.rglob("*.py"))
+TEST_MODULES = {"tests"} | {p.stem for p in Path(__file__).parent.glob("*.py")}
+DS = "mnist_smoke"
+#: a namedtuple's public methods, underscored so as not to clash with its fields
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(EXPERIMENTS))
+
+
+# --- (a) static checks -------------------------------------------------------------------
+
+def _is_main_guard(node) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and isinstance(node.test.comparators[0], ast.Constant)
+            and node.test.comparators[0].value == "__main__")
+
+
+def _runs_at_import(node) -> bool:
+    """A top-level statement that does work when the file is imported: anything but a
+    docstring, an import, a definition, an assignment, the main guard or setting an
+    environment default (``os.environ.setdefault``, before TensorFlow's import)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign,
+                         ast.AnnAssign)) or _is_main_guard(node):
+        return False
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return False
+    call = node.value if isinstance(node, ast.Expr) else None
+    return not (isinstance(call, ast.Call) and ast.unparse(call.func) == "os.environ.setdefault")
+
+
+def problems(source: str) -> list[str]:
+    """What keeps a probe from being run as the package's user runs it."""
+    tree = ast.parse(source)
+    out = []
+    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    if not mains:
+        out.append("no main()")
+    elif [a.arg for a in mains[0].args.args] != ["argv"] or len(mains[0].args.defaults) != 1:
+        out.append("main's signature is not main(argv=None)")
+    if not any(_is_main_guard(n) for n in tree.body):
+        out.append('no `if __name__ == "__main__":`')
+    out += [f"line {n.lineno}: runs at import" for n in tree.body if _runs_at_import(n)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and ast.unparse(node).startswith("sys.path"):
+            out.append(f"line {node.lineno}: sys.path")
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                 [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        out += [f"line {node.lineno}: imports {n} from tests/" for n in names
+                if n.split(".")[0] in TEST_MODULES]
+        # a helper beside the probes (experiments/mixing/_subsets.py was one) is found
+        # only from its folder: what more than one probe needs is the library's
+        out += [f"line {node.lineno}: imports {n or '.'} from beside the probe" for n in names
+                if (n.startswith("_") and n != "__future__") or getattr(node, "level", 0) > 0]
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and node.attr not in NAMEDTUPLE_API):
+            out.append(f"line {node.lineno}: private attribute .{node.attr}")
+    if "--results" in source and "--smoke" not in source:
+        out.append("reads --results but has no --smoke")
+    return sorted(set(out))
+
+
+def test_the_static_checks_catch_a_script():
+    script = ("import sys\nsys.path.insert(0, 'src')\nfrom tests._workflow import fake_mnist\n"
+              "from _subsets import rows\nfrom . import x\nimport numpy as np\n"
+              "print(model._penalties)\n")
+    assert problems(script) == sorted([
+        "no main()", 'no `if __name__ == "__main__":`', "line 2: runs at import",
+        "line 7: runs at import", "line 2: sys.path", "line 3: imports tests._workflow from tests/",
+        "line 4: imports _subsets from beside the probe", "line 5: imports . from beside the probe",
+        "line 7: private attribute ._penalties"])
+    probe = ('"""doc"""\nimport os\nos.environ.setdefault("A", "1")\nX = 1\n\n\n'
+             "def main(argv=None):\n    return '--results', '--smoke'\n\n\n"
+             'if __name__ == "__main__":\n    main()\n')
+    assert problems(probe) == []
+    assert problems(probe.replace("argv=None", "argv")) == ["main's signature is not main(argv=None)"]
+    assert problems(probe.replace(", '--smoke'", "")) == ["reads --results but has no --smoke"]
+
+
+@pytest.mark.parametrize("path", PROBES, ids=rel)
+def test_probe_has_a_main_and_imports_the_installed_package_only(path):
+    assert problems(path.read_text()) == []
+
+
+# --- (b) smoke runs ------------------------------------------------------------------------
+
+def load_probe(path: Path):
+    spec = importlib.util.spec_from_file_location(f"probe_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """A repository-shaped folder with config/config.yaml (the smoke config, its data set
+    cut to 60 / 40 generated images) and results/mnist_smoke/ holding what the probes
+    read: data/prepared.npz (rule prepare), pretrain/layer{1,2}.npz (rule pretrain_layer,
+    2 + 1 sweeps on 40 images), refine/model.npz and pretrained_block_svm/features.npz."""
+    from dgdm_tf.core.random import seed_for
+    from dgdm_tf.data.steps import prepare_dataset
+    from dgdm_tf.data.subsets import shared_subset, subset_indices
+    from dgdm_tf.io import artifacts
+    from dgdm_tf.pretrain.block_posterior import block_posterior_features
+    from dgdm_tf.pretrain.chain import run_pretrain_layer
+    from dgdm_tf.pretrain.ridge_start import RidgeStart
+
+    repo = tmp_path_factory.mktemp("repo")
+    root = repo / "results" / DS
+    cfg = load_config("smoke.yaml")
+    block = cfg["datasets"][DS]
+    block.update(kind="npz", path=str(fake_mnist(repo / "fake.npz", n_train=60, n_test=40)),
+                 raw_dir=str(repo), n_train=60, n_test=40)
+    (repo / "config").mkdir()
+    write_config(repo / "config" / "config.yaml", cfg)
+    prepare_dataset(DS, block, str(repo), str(root / "data" / "prepared.npz"), seed=cfg["seed"])
+
+    prep = np.load(root / "data" / "prepared.npz")
+    idx = subset_indices(len(prep["x_train"]), 40, seed_for(cfg["seed"], DS, "pretrain_images"))
+    x, layers, pre = prep["x_train"][idx].astype(np.float32), block["model"]["layers"], block["pretrain"]
+    out = []
+    for l, layer in enumerate(layers):
+        out.append(run_pretrain_layer(
+            x, dict_size=layer["dict_size"], n_dict=layer["n_dict"], pool=layer["pool"],
+            seed=seed_for(cfg["seed"], DS, "pretrain", l + 1), burn_in=2, collect=1, hyper=cfg["hyper"],
+            scan=pre["scan"], start=RidgeStart.from_config(pre["start"]), progress=None))
+        artifacts.write_pretrained_layer(
+            root / "pretrain" / f"layer{l + 1}.npz", D=out[l]["D"], kept=out[l]["kept"],
+            usage=out[l]["usage"], x_next=out[l]["x_next"], gamma_e=out[l]["gamma_e"],
+            gamma_w=out[l]["gamma_w"], sweeps=out[l]["sweeps"], chain_seconds=out[l]["seconds"],
+            wall_seconds=out[l]["seconds"], n_input=len(x), activity_ink=0.0, layer_config=layer,
+            pretrain_config=pre, image_indices=idx if l == 0 else None)
+        x = np.asarray(out[l]["x_next"], np.float32)
+
+    # The refined model's format with the pretrained layers in it: refining them would
+    # trace the joint sweep for one probe; theta (each lower block's state frequencies,
+    # none on or one of its p*p positions) starts flat, as the refine chain starts it.
+    ds = [np.asarray(o["D"], np.float32) for o in out]
+    states = layers[0]["pool"] ** 2 + 1
+    artifacts.write_refined_model(
+        root / "refine" / "model.npz", D=ds, theta=[np.full((ds[0].shape[-1], states), 1 / states, np.float32)],
+        gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
+        on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, sweeps=0, chain_seconds=0.0,
+        wall_seconds=0.0, config=block["refine"], layers=layers)
+
+    splits = {}
+    for split in ("train", "test"):
+        xs, y, rows = shared_subset(prep, split, block[f"n_{split}"], None, cfg["seed"], DS)
+        f = block_posterior_features(xs, ds, [layer["pool"] for layer in layers],
+                                     gamma_ws=[float(o["gamma_w"]) for o in out],
+                                     gamma_es=[float(np.mean(o["gamma_e"])) for o in out])
+        splits[split] = artifacts.FeatureSplit(np.asarray(f, np.float32), y, rows)
+    artifacts.write_features(root / "pretrained_block_svm" / "features.npz", splits["train"], splits["test"],
+                             n_classes=10, wall_seconds=0.0, config=block["block_features"])
+    return root
+
+
+def test_every_probe_has_a_smoke_run():
+    assert {rel(p) for p in PROBES} == set(SMOKE_RUNS)
+
+
+def test_compare_routes(results, tmp_path):
+    out = tmp_path / "routes.json"
+    got = load_probe(EXPERIMENTS / "estimators" / "compare_routes.py").main(
+        ["--results", str(results), "--smoke", "--kinds", "global", "--out", str(out)])
+    assert out.is_file()
+    assert [(w["gamma_s"], w["route"]) for w in got["rows"]] == [("global", r) for r in ("first", "mean", "alg2")]
+    assert all(0 <= w["test_error_pct"] <= 100 for w in got["rows"])
+
+
+def test_alg2_objective(results, capsys):
+    load_probe(EXPERIMENTS / "estimators" / "alg2_objective.py").main(["--results", str(results), "--smoke"])
+    assert "tol 0.001: an image first meets it" in capsys.readouterr().out
+
+
+def test_compare_results(results, tmp_path, capsys):
+    copy = shutil.copytree(results, tmp_path / DS)
+    probe = load_probe(EXPERIMENTS / "determinism" / "compare_results.py")
+    assert probe.main([str(results), str(copy)]) == 0
+    assert " 0 differ" in capsys.readouterr().out
+
+
+def test_prior_draws(results, tmp_path):
+    scores = load_probe(EXPERIMENTS / "generation" / "prior_draws.py").main(
+        ["--results", str(results), "--smoke", "--out", str(tmp_path)])
+    assert set(scores) == {(pi, u) for pi in ("prior", "usage") for u in ("mean", "draw")}
+    assert all(len(s) == 8 and np.all((s >= 0) & (s <= 1 + 1e-9)) for s in scores.values())
+    assert len(list(tmp_path.glob("*.png"))) == 4
+
+
+def test_feature_transform(results):
+    errors = load_probe(EXPERIMENTS / "svm_wide" / "feature_transform.py").main(
+        ["--results", str(results), "--method", "pretrained_block_svm", "--smoke"])
+    assert set(errors) == {"signed", "split", "abs", "power"}
+    assert all(0 <= e <= 100 for e in errors.values())
+
+
+def test_x_next_rank(results):
+    probe = load_probe(EXPERIMENTS / "mixing" / "x_next_rank.py")
+    for block in ([], ["--block"]):
+        residuals = probe.main(["--results", str(results), "--smoke", *block])
+        assert set(residuals) == {2, 4} and all(0 <= r <= 1 for r in residuals.values())
+
+
+#: each probe's smoke-run test above (a new probe needs one)
+SMOKE_RUNS = {
+    "estimators/compare_routes.py": test_compare_routes,
+    "estimators/alg2_objective.py": test_alg2_objective,
+    "determinism/compare_results.py": test_compare_results,
+    "generation/prior_draws.py": test_prior_draws,
+    "svm_wide/feature_transform.py": test_feature_transform,
+    "mixing/x_next_rank.py": test_x_next_rank,
+}
