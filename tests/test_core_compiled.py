@@ -21,7 +21,7 @@ def test_two_traces_of_a_sweep_give_bitwise_equal_outputs():
     """Retraced on the same state, the top-down sweep at the MNIST shapes returns the same
     Rao-Blackwellised means bit for bit. With Grappler's arithmetic optimizer on
     (TensorFlow's default) about 300 of these 6 400 differ in the last bits from trace to
-    trace (experiments/determinism/retrace.py), which made runs unrepeatable."""
+    trace (docs/findings/bitwise_repeatability.md), which made runs unrepeatable."""
     rng = np.random.default_rng(0)
     x = (np.abs(rng.normal(size=(8, 28, 28, 1))) * (rng.random((8, 28, 28, 1)) < 0.2)).astype(np.float32)
     ds = [rng.normal(size=(8, 8, 1, 50)).astype(np.float32),

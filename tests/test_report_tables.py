@@ -205,19 +205,21 @@ def test_pretrained_note_names_the_feature_route(route, chains, says):
 @pytest.mark.parametrize("method, cfg, hyper, n_models, says", [
     ("pretrained_svm", {"features": {"route": "topdown"}, "topdown_features": {
         "route": "alg2", "alg2": {"tol": 0.001, "max_iterations": 20}}}, {"gamma_s": "image_map"}, None,
-     "gamma_s per image and map; Algorithm 2 to tol 0.001 (at most 20 iterations); 1 model averaged"),
+     "gamma_s per image and map; Algorithm 2 to tol 0.001 (at most 20 iterations)"),
     ("unsupervised_svm", {"topdown_features": {"route": "chain", "burn_in": 0, "collect": 1, "chains": 2}},
-     {"gamma_s": "global"}, None, "one global gamma_s; first sweep, 2 chains; 1 model averaged"),
+     {"gamma_s": "global"}, None, "one global gamma_s; first sweep, 2 chains"),
     ("unsupervised_svm", {"topdown_features": {"route": "chain", "burn_in": 16, "collect": 32, "chains": 1}},
-     {}, None, "gamma_s per image and map; posterior mean after 16 + 32 sweeps; 1 model averaged"),
+     {}, None, "gamma_s per image and map; posterior mean after 16 + 32 sweeps"),
     ("supervised", {"supervised": {"predict": {"features": "mcem", "tol": 0.01, "iterations": 5}}},
      {"gamma_s": "image_map"}, 3, "Algorithm 2 to tol 0.01 (at most 5 iterations); 3 models averaged"),
     ("encoder_svm", {}, {}, None, "")])
 def test_paper_rows_label_says_what_they_ran(method, cfg, hyper, n_models, says):
-    """Each paper row's label names its model (gamma_s), feature route and models averaged."""
+    """Each paper row's label names its model (gamma_s), feature route and (the supervised
+    row alone) the models averaged."""
     m = {"config": cfg, "hyper": hyper, "n_models_averaged": n_models}
     recipe = run_notes.row_recipe(method, m)
     assert (says in recipe) if says else recipe == "", recipe
+    assert ("averaged" in recipe) == (method == "supervised"), recipe
 
 
 # ------------------------------------------- the reference row and the CNN at row sizes

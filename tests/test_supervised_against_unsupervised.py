@@ -19,7 +19,7 @@ def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
     ``seed`` from the same dictionaries and the same number of sweeps, both classifying
     from the posterior-mean top layer (the supervised rule's default,
     ``predict.features: gibbs``). Also run by
-    ``experiments/supervised/toy_vs_unsupervised.py``."""
+    docs/findings/supervised_toy_spread.md."""
     model, d, x, lab = labelled_data(180, seed=1, noise=0.6)
     top = (model.top.hs, model.top.ws, model.top.k)
     xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
@@ -56,7 +56,7 @@ def test_supervised_model_against_unsupervised_plus_svm():
     difference is too noisy to test: over seeds 2, 4, 6, 8, 10 the supervised model erred
     11.7 / 3.3 / 1.7 / 1.7 / 5.0 %, the unsupervised one + SVM 1.7 / 3.3 / 1.7 / 1.7 / 8.3 %,
     and seed 2's 11.7 % was 6.7 % before the top units' images were summed in another
-    order (``experiments/supervised/toy_vs_unsupervised.py``). So the test allows a
+    order (docs/findings/supervised_toy_spread.md). So the test allows a
     5-point margin (3 of the 60 test images) on the mean of seeds 2, 4 and 6, and checks
     that every run beats chance (66.7 % error) by far.
     """

@@ -33,7 +33,7 @@ def smoke_run(tmp_path_factory):
     cfg = smoke_config(tmp_path_factory.mktemp("smoke_data"))
     t0 = time.time()
     r = snakemake(repo, "--cores", "2", "results/tables.md", "results/benchmarks.md",
-                  "--configfile", str(cfg), timeout=1500)
+                  "--configfile", str(cfg), timeout=2400)
     seconds = time.time() - t0
     logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
                      for p in sorted((repo / "results" / "logs").rglob("*.log")))
@@ -148,6 +148,15 @@ def test_smoke_benchmarks(smoke_run):
     assert sorted(sweeps["jit_compile"].astype(str)) == ["False", "False"]
     # the smoke model's schedule projected to the full data set, from kernels measured here
     assert "## Projected wall time of `config/smoke.yaml`'s rows" in md
+    from dgdm_tf.bench.scaling import SCALING_COLUMNS
+
+    s = pd.read_csv(repo / "results" / "benchmarks" / "scaling.csv")
+    assert set(SCALING_COLUMNS) <= set(s.columns)
+    # smoke: batch sizes [8, 16], one side factor and one K factor (1.0: batch 8's point
+    # again, measured once), three kernels (pretraining sweep, top-down sweep, CNN step)
+    assert len(s) == 3 * 4 and sorted(s["benchmark"].unique()) == [
+        "cnn_train_step", "pretrain_sweep", "topdown_sweep"]
+    assert (s["images_per_s"] > 0).all()
     proj = pd.read_csv(repo / "results" / "benchmarks" / "projection.csv")
     assert set(proj["dataset"]) == {"mnist_smoke"}
     assert (proj["cpu_hours"] > 0).all() and (proj["gpu_hours"] > 0).all()
@@ -269,7 +278,7 @@ def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_fact
     ds = "results/mnist_smoke"
     targets = [f"{ds}/{m}/metrics.json" for m in ("pretrained_svm", "unsupervised_svm", "supervised")]
     r = snakemake(again, "--cores", "2", *targets, f"{ds}/inpainting/metrics.json",
-                  "--configfile", str(cfg), timeout=1500)
+                  "--configfile", str(cfg), timeout=2400)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:]
     spec = importlib.util.spec_from_file_location(
         "compare_results", REPO / "experiments" / "determinism" / "compare_results.py")
@@ -332,11 +341,13 @@ def test_smoke_report_holds_every_table_and_figure(smoke_run, smoke_report):
 
     # the front page: the MNIST table beside the paper's numbers, then the figures
     assert "system-message" not in front
-    row = re.search(r"<tr><td>Our pretrained model \+ SVM \(2 step\)</td>\s*<td>([^<]*)</td>"
-                    r"\s*<td>([^<]*)</td>", front)
-    assert row and row.group(2) == "1.42", front[:3000]
+    # the paper rows' labels end with what they ran (gamma_s, the read-out)
+    row = re.search(r"<tr><td>Our pretrained model \+ SVM \(2 step\) \(([^<]*)\)</td>"
+                    r"\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", front)
+    assert row and row.group(3) == "1.42", front[:3000]
+    assert "gamma_s per image and map; Algorithm 2" in row.group(1)
     md = (repo / "results/tables.md").read_text()
-    assert f"| Our pretrained model + SVM (2 step) | {row.group(1)} | 1.42 |" in md
+    assert f"| Our pretrained model + SVM (2 step) ({row.group(1)}) | {row.group(2)} | 1.42 |" in md
     traces = sorted(p.name for p in (repo / "results/mnist_smoke/figures").glob("*trace.png"))
     shown = re.findall(r'<img alt="([^"]+)"', front)
     assert shown == ["error_vs_time.png"] + traces, shown

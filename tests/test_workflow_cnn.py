@@ -44,14 +44,15 @@ def test_bad_cnn_key_is_named(repo, tmp_path):
 @pytest.fixture(scope="module")
 def cnn_run(tmp_path_factory):
     """The smoke config with only the CNN enabled: tables.md (and with it the figure)
-    plus the CNN and scaling benchmark CSVs."""
+    plus the CNN benchmark CSV (the smoke run of tests/test_workflow.py makes the scaling
+    CSV, tests/test_baselines_cnn.py checks its axes)."""
     repo = copy_repo(tmp_path_factory.mktemp("cnn_repo"))
     path = smoke_config(tmp_path_factory.mktemp("cnn_data"))
     cfg = yaml.safe_load(path.read_text())
     cfg["datasets"]["mnist_smoke"]["methods"] = ["cnn"]
     path = write_config(path, cfg)
     r = snakemake(repo, "--cores", "2", "results/tables.md", "results/benchmarks/cnn.csv",
-                  "results/benchmarks/scaling.csv", "--configfile", str(path), timeout=600)
+                  "--configfile", str(path), timeout=600)
     logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
                      for p in sorted((repo / "results" / "logs").rglob("*.log")))
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:] + logs
@@ -95,22 +96,13 @@ def test_cnn_row_and_figure(cnn_run):
 
 
 @pytest.mark.slow
-def test_cnn_and_scaling_benchmark_csvs(cnn_run):
+def test_cnn_benchmark_csv(cnn_run):
     from dgdm_tf.bench.cnn import CNN_COLUMNS
-    from dgdm_tf.bench.scaling import SCALING_COLUMNS
 
     cnn_run = cnn_run[0]
     c = pd.read_csv(cnn_run / "results/benchmarks/cnn.csv")
     assert set(CNN_COLUMNS) <= set(c.columns) and len(c) == 2  # batch 16: step, inference
     assert (c["images_per_s"] > 0).all()
-    s = pd.read_csv(cnn_run / "results/benchmarks/scaling.csv")
-    assert set(SCALING_COLUMNS) <= set(s.columns)
-    # smoke: batch sizes [8, 16] + side factors [1.0, 1.5] + K factors [0.5, 1.0] at
-    # batch 8, three kernels (the pretraining sweep, the top-down sweep, the CNN step)
-    assert len(s) == 3 * 6 and sorted(s["image_side"].unique()) == [28, 42]
-    assert sorted(s["benchmark"].unique()) == ["cnn_train_step", "pretrain_sweep", "topdown_sweep"]
-    assert sorted(s["n_dict"].unique()) == [6, 12]
-    assert (s["images_per_s"] > 0).all()
 
 
 @pytest.mark.slow

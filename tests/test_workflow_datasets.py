@@ -110,7 +110,9 @@ def datasets_config(tmp: Path) -> Path:
               "n_train": None, "n_test": None, "methods": ["pretrained_svm"],
               "model": {"layers": CIFAR_LAYERS}, "pretrain": {**block["pretrain"], "n_images": 40},
               # the smoke run covers the default route (topdown); this one the layer-wise
-              "features": {**block["features"], "route": "layerwise"}}
+              "features": {**block["features"], "route": "layerwise"},
+              # the smoke run covers the learning curves: none here (each is SVM fits)
+              "learning_curve": {**block["learning_curve"], "sizes": []}}
     # CIFAR-10 also covers the SVM's polarity-split view (the smoke run: the signed default)
     c10 = {**common, "kind": "cifar10", "paper_table": "cifar10_aug", "augment": True,
            "svm_view": "split", "tfds_data_dir": str(tfds_cifar10(tmp / "tfds10"))}

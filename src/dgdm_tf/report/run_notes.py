@@ -87,7 +87,8 @@ PAPER_ROWS = ("pretrained_svm", "unsupervised_svm", "supervised")
 
 def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     """What a paper row ran, for its label in the table: the model's gamma_s, the test
-    features' route and the models averaged, from its metrics.json ("" for other rows)."""
+    features' route and (supervised) the models averaged, from its metrics.json ("" for
+    other rows)."""
     if method not in PAPER_ROWS:
         return ""
     cfg = m.get("config", {}) or {}
@@ -112,8 +113,9 @@ def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     else:
         bits.append(f"posterior mean after {blk.get('burn_in')} + {blk.get('collect')} sweeps"
                     + (f" x {blk.get('chains')} chains" if int(blk.get("chains") or 1) > 1 else ""))
-    n_models = int(m.get("n_models_averaged") or 1)
-    bits.append(f"{n_models} model{'s' if n_models > 1 else ''} averaged")
+    if method == "supervised":  # the one row that averages models' decision values
+        n_models = int(m.get("n_models_averaged") or 1)
+        bits.append(f"{n_models} model{'s' if n_models > 1 else ''} averaged")
     return "; ".join(bits)
 
 
