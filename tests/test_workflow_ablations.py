@@ -102,3 +102,4 @@ def test_a_bad_ablation_file_is_named_with_its_key(tmp_path, text, expect):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert all(e in out for e in expect), out[-3000:]
+

@@ -1,5 +1,6 @@
 """workflow/lib/dgdm_workflow.explain_validation_error: the message names the key and what
-is allowed, and says why a number given through ``--config`` arrived as text."""
+is allowed, and says why a number given through ``--config`` arrived as text; and the
+heavy rules' threads (heavy_threads)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,16 @@ def test_a_number_given_as_text_says_why_and_what_to_do(text):
 def test_other_errors_carry_no_hint(config):
     out = _message(config)
     assert "Invalid config (config/config.yaml)" in out and "--configfile" not in out
+
+
+def test_heavy_threads_inside_a_slurm_job_are_the_jobs_cpus(monkeypatch):
+    """`threads` from the config wins; else, inside a Slurm job, the CPUs Slurm gave it
+    (the job step runs with --cores all, and asking for the node's CPUs makes srun fail);
+    else Snakemake's cores."""
+    import dgdm_workflow as W
+
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    assert W.heavy_threads({"threads": None}, lambda: 2) == 2
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    assert W.heavy_threads({"threads": None}, lambda: 2) == 1
+    assert W.heavy_threads({"threads": 4}, lambda: 2) == 4

@@ -193,9 +193,13 @@ def relative_config_files(configfiles: Iterable) -> list[str]:
 def heavy_threads(config: dict, cores: Callable[[], int]) -> int:
     """Threads for the heavy rules (pretraining, features, SVM, benchmarks): `threads`
     from the config, else all cores given to Snakemake (`cores()`, Snakemake's
-    `workflow.cores`); TensorFlow's intra-op thread pool is sized from them."""
+    `workflow.cores`); TensorFlow's intra-op thread pool is sized from them. Inside a
+    Slurm job, the CPUs Slurm gave the job: the submitting Snakemake sized the job from
+    its own cores, and the job step (run with --cores all) must not ask for the node's."""
     if config["threads"]:
         return config["threads"]
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        return int(os.environ["SLURM_CPUS_PER_TASK"])
     try:
         return cores()
     except WorkflowError:  # no --cores (e.g. `snakemake --unlock`): no job runs anyway

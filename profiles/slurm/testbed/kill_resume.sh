@@ -47,10 +47,8 @@ for d in ref kill; do
         -cf - Snakefile workflow config profiles src pyproject.toml | tar -C "$WORK/$d" -xf -
 done
 
-# threads=1: with `threads: null` the heavy rules take workflow.cores, which the
-# submitting snakemake does not have (no --cores: 1 CPU is requested) but the job step
-# does (--cores all: the node's 2), so srun asks for more CPUs than the job holds and the
-# job fails ("More processors requested than permitted"). Same value in both runs.
+# threads=1: both runs ask Slurm for the same CPUs whatever the config says, so their
+# chains see the same thread count.
 smk() {  # smk <dir> <snakemake args...>: the cluster run, as the README gives it
     local dir=$1; shift
     # exec: $! of a background smk is then snakemake's own pid
