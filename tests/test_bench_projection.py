@@ -51,14 +51,16 @@ def test_plan_reads_each_rows_schedule_from_the_config(paper):
 
 def test_plan_reads_the_chains_under_route_chain(paper):
     ds = dict(paper["datasets"]["mnist"])
-    ds["topdown_features"] = dict(ds["topdown_features"], route="chain")
+    # the features rule reads block topdown_features for pretrained_svm too (chains 3
+    # here, unlike block features')
+    t = ds["topdown_features"] = dict(ds["topdown_features"], route="chain", chains=3)
+    assert ds["features"].get("chains") != 3
     stages, _ = P.plan(ds, 60000, 10000)
     by = {(s.row, s.stage): s for s in stages}
-    f, t = ds["features"], ds["topdown_features"]
     feats = by[("pretrained_svm", "top-down features (train + test)")]
-    assert (feats.images, feats.passes) == (70000, f["chains"] * (f["burn_in"] + f["collect"]))
+    assert (feats.images, feats.passes) == (70000, 3 * (t["burn_in"] + t["collect"]))
     un = by[("unsupervised_svm", "top-down features (train + test)")]
-    assert un.passes == t["chains"] * (t["burn_in"] + t["collect"])
+    assert un.passes == 3 * (t["burn_in"] + t["collect"])
 
 
 def test_plan_shares_refinement_with_a_supervised_row_started_from_it(paper):

@@ -152,10 +152,11 @@ def test_smoke_benchmarks(smoke_run):
 
     s = pd.read_csv(repo / "results" / "benchmarks" / "scaling.csv")
     assert set(SCALING_COLUMNS) <= set(s.columns)
-    # smoke: batch sizes [8, 16], one side factor and one K factor (1.0: batch 8's point
-    # again, measured once), three kernels (pretraining sweep, top-down sweep, CNN step)
-    assert len(s) == 3 * 4 and sorted(s["benchmark"].unique()) == [
-        "cnn_train_step", "pretrain_sweep", "topdown_sweep"]
+    # smoke: batch sizes [8, 16] + side factors [1.0, 1.5] + K factors [0.5, 1.0] at
+    # batch 8, three kernels (the pretraining sweep, the top-down sweep, the CNN step)
+    assert len(s) == 3 * 6 and sorted(s["image_side"].unique()) == [28, 42]
+    assert sorted(s["benchmark"].unique()) == ["cnn_train_step", "pretrain_sweep", "topdown_sweep"]
+    assert sorted(s["n_dict"].unique()) == [6, 12]
     assert (s["images_per_s"] > 0).all()
     proj = pd.read_csv(repo / "results" / "benchmarks" / "projection.csv")
     assert set(proj["dataset"]) == {"mnist_smoke"}

@@ -103,3 +103,33 @@ def test_a_bad_ablation_file_is_named_with_its_key(tmp_path, text, expect):
     assert r.returncode != 0
     assert all(e in out for e in expect), out[-3000:]
 
+
+
+def test_an_ablations_table_reads_its_runs_beside_the_main_runs_and_touches_no_main_file(tmp_path):
+    """Rule ablation_tables on metrics.json files written here (the ablation's two rows,
+    the main run's one): the table puts each row beside the main run's with the
+    difference, names its file relative to the repository, and writes nothing under
+    results/mnist/."""
+    import json
+
+    repo = copy_repo(tmp_path / "repo")
+
+    def metrics(path: str, err: float) -> Path:
+        p = repo / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"test_error_pct": err, "n_test": 5000, "n_train": 10000}))
+        return p
+
+    metrics("results/gamma_s_global/unsupervised_svm/metrics.json", 6.0)
+    metrics("results/gamma_s_global/supervised/metrics.json", 7.0)
+    main = metrics("results/mnist/unsupervised_svm/metrics.json", 5.0)
+    before = {p: p.stat().st_mtime_ns for p in (repo / "results/mnist").rglob("*")}
+    r = snakemake(repo, "--cores", "1", "results/gamma_s_global/tables.md")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    md = (repo / "results/gamma_s_global/tables.md").read_text()
+    assert "from `config/ablations/gamma_s_global.yaml`" in md
+    row = next(l for l in md.splitlines() if l.startswith("| Our unsupervised model"))
+    assert "| 6.00 ± 0.34 | 5.00 ± 0.31 | +1.00 ± 0.46 | 10000 / 5000 |" in row
+    assert "not run (`results/mnist/supervised/`)" in md
+    assert {p: p.stat().st_mtime_ns for p in (repo / "results/mnist").rglob("*")} == before
+    assert main.read_text() == json.dumps({"test_error_pct": 5.0, "n_test": 5000, "n_train": 10000})

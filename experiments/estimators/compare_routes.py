@@ -37,6 +37,7 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io.run_inputs import read_pretrained_model, read_run_config  # noqa: E402
 from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
+from dgdm_tf.report.scores import standard_error_pct  # noqa: E402
 from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 from dgdm_tf.topdown.chain import infer_topdown  # noqa: E402
@@ -108,7 +109,7 @@ def main(argv=None):
             err = float(np.mean(np.asarray(svm.predict(feats["test"])) != y["test"]))
             tr = float(np.mean(np.asarray(svm.predict(feats["train"])) != y["train"]))
             row = {"gamma_s": kind, "route": route, "test_error_pct": 100 * err,
-                   "se_pct": 100 * float(np.sqrt(err * (1 - err) / a.n_test)), "train_error_pct": 100 * tr,
+                   "se_pct": standard_error_pct(100 * err, a.n_test), "train_error_pct": 100 * tr,
                    "top_units_nonzero": float(np.mean(np.abs(feats["test"]) > 0)), "seconds": secs, **extra}
             out["rows"].append(row)
             print(json.dumps(row), flush=True)

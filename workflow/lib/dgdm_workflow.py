@@ -281,7 +281,8 @@ def load_ablations(config: dict, folder: Path,
         ready[name] = {"base": base, "description": spec.get("description") or "",
                        "hyper": trial["hyper"], "hyper_changes": spec.get("hyper") or {},
                        "changes": spec["changes"] or {},
-                       "block": trial["datasets"][name], "file": str(path)}
+                       "block": trial["datasets"][name],
+                       "file": relative_config_files([path])[0]}
     return ready, unavailable
 
 

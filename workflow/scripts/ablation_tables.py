@@ -13,8 +13,9 @@ name = snakemake.wildcards.ablation
 ablation = plain(snakemake.params.ablation)
 metrics = load_metrics("results", {name: ablation["block"]})
 base = ablation["base"]
-base_metrics = {m: v for (ds, m), v in
-                load_metrics("results", {base: {"methods": ablation["block"]["methods"]}}).items()}
+# the main run's rows of the same methods, where it has made them (read, not an input:
+# the ablation's table must not wait for, or rerun, the main run)
+base_metrics = {m: v for (_, m), v in load_metrics("results", {base: ablation["block"]}).items()}
 progress(f"{name}: metrics of {sorted(m for _, m in metrics)}; the base {base} has "
          f"{sorted(base_metrics) or 'none yet'}")
 md = render_ablation(name, ablation, metrics, base_metrics,

@@ -88,10 +88,11 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
             stages.append(Stage(row, "refinement", REFINE_SWEEP, n, _sweeps(r), int(r.get("chunk") or n)))
             refined = True
 
-    def topdown_features(row: str, images: int, chain: dict) -> None:
-        """The top layer read out by ``topdown_features.route``: Algorithm 2 (its burn-in
-        sweeps, then at most ``max_iterations`` MCEM iterations: images that meet ``tol``
-        stop earlier, so this is an upper bound) or the chains' sweeps."""
+    def topdown_features(row: str, images: int) -> None:
+        """The top layer read out as block ``topdown_features`` says (the features rule
+        reads it for pretrained_svm too): Algorithm 2 (its burn-in sweeps, then at most
+        ``max_iterations`` MCEM iterations: images that meet ``tol`` stop earlier, so this
+        is an upper bound) or the chains' sweeps."""
         t = ds["topdown_features"]
         if t.get("route", "chain") == "alg2":
             a = t["alg2"]
@@ -101,13 +102,13 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
                                 MCEM_ITERATION, images, int(a["max_iterations"]), int(a["batch_size"])))
         else:
             stages.append(Stage(row, "top-down features (train + test)", TEST_SWEEP, images,
-                                int(chain.get("chains", 1)) * _sweeps(chain), int(chain["batch_size"])))
+                                int(t.get("chains", 1)) * _sweeps(t), int(t["batch_size"])))
 
     for method in ds["methods"]:
         if method == "pretrained_svm":
             f = ds["features"]
             if f["route"] == "topdown":
-                topdown_features(method, n_train + n_test, f)
+                topdown_features(method, n_train + n_test)
             else:
                 left_out.append(f"{method}: layer-wise features (the pretraining sweeps without D)")
             svm(method)
@@ -119,7 +120,7 @@ def plan(ds: dict, n_train: int, n_test: int) -> tuple[list[Stage], list[str]]:
         elif method == "unsupervised_svm":
             refine(method)
             f = ds["topdown_features"]
-            topdown_features(method, int(f.get("n_train") or n_train) + int(f.get("n_test") or n_test), f)
+            topdown_features(method, int(f.get("n_train") or n_train) + int(f.get("n_test") or n_test))
             svm(method)
         elif method == "supervised":
             s = ds["supervised"]

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from dgdm_tf.report.paper import METHOD_LABELS
+from dgdm_tf.report.scores import standard_error_pct
 from dgdm_tf.report.tables import DASH, render_dataset_table
 
 
@@ -23,8 +24,8 @@ def error_and_se(m: Mapping[str, Any] | None) -> tuple[float, float] | None:
     """A run's test error % and its binomial standard error (percentage points)."""
     if not m or m.get("test_error_pct") is None or not m.get("n_test"):
         return None
-    p = float(m["test_error_pct"]) / 100.0
-    return 100.0 * p, 100.0 * math.sqrt(p * (1.0 - p) / int(m["n_test"]))
+    err = float(m["test_error_pct"])
+    return err, standard_error_pct(err, int(m["n_test"]))
 
 
 def _cell(v: tuple[float, float] | None) -> str:

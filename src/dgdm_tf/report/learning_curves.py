@@ -8,7 +8,7 @@ would close part of the distance to the paper; where it is flat, the rest is the
 features (the pretraining's length and the inference route).
 
 Columns of a curve's rows (:data:`COLUMNS`): ``method``, ``n_train``, ``n_test``,
-``test_error_pct``, ``se_pct`` (:func:`standard_error_pct`), ``train_error_pct``,
+``test_error_pct``, ``se_pct`` (:func:`dgdm_tf.report.scores.standard_error_pct`), ``train_error_pct``,
 ``seconds`` (the fit and both predictions; the row's own fit: its svm rule's time),
 ``source`` (``fit``; ``row``: the row's own fit, read from its metrics.json;
 ``skipped``: more images than the row has) and ``note``.
@@ -16,7 +16,6 @@ Columns of a curve's rows (:data:`COLUMNS`): ``method``, ``n_train``, ``n_test``
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any, Callable, Iterable, Mapping
@@ -25,17 +24,11 @@ import numpy as np
 
 from dgdm_tf.data.subsets import subset_indices
 from dgdm_tf.report.paper import PAPER_TABLES
+from dgdm_tf.report.scores import standard_error_pct
 from dgdm_tf.supervised.feature_view import svm_view
 
 COLUMNS = ("method", "n_train", "n_test", "test_error_pct", "se_pct", "train_error_pct",
            "seconds", "source", "note")
-
-
-def standard_error_pct(error_pct: float, n_test: int) -> float:
-    """The binomial standard error of a test error measured on ``n_test`` images, in
-    percent: 100 sqrt(p (1 - p) / n_test) with p = error_pct / 100."""
-    p = float(error_pct) / 100.0
-    return 100.0 * math.sqrt(p * (1.0 - p) / int(n_test))
 
 
 def training_rows(idx: np.ndarray | None, y: np.ndarray, n: int, seed: int) -> np.ndarray:

@@ -1,7 +1,10 @@
 """Test scores the paper's tables use: error, top-k error (ImageNet) and accuracy averaged
-over classes (Caltech 101/256, whose classes have very different test sizes)."""
+over classes (Caltech 101/256, whose classes have very different test sizes); the
+binomial standard error of a test error."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -23,3 +26,10 @@ def class_mean_accuracy(labels, predicted, n_classes: int | None = None) -> floa
     classes = np.unique(labels) if n_classes is None else [c for c in range(n_classes)
                                                            if np.any(labels == c)]
     return 100.0 * float(np.mean([np.mean(predicted[labels == c] == c) for c in classes]))
+
+
+def standard_error_pct(error_pct: float, n_test: int) -> float:
+    """The binomial standard error of a test error measured on ``n_test`` images, in
+    percent: 100 sqrt(p (1 - p) / n_test) with p = error_pct / 100."""
+    p = float(error_pct) / 100.0
+    return 100.0 * math.sqrt(p * (1.0 - p) / int(n_test))
