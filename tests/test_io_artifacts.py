@@ -250,6 +250,7 @@ def test_upstream_seconds_reads_each_rule_in_order(tmp_path):
             gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=3, chain_seconds=chain,
             wall_seconds=wall, n_input=5, activity_ink=0.25, layer_config=LAYER,
             pretrain_config=PRE, image_indices=out["idx"])
+    layers = [artifacts.read_pretrained_layer(p) for p in layers]
     by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers)
     assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("pretrain_layer2", 6.0)]
     out = refine_out()
@@ -257,7 +258,8 @@ def test_upstream_seconds_reads_each_rule_in_order(tmp_path):
         tmp_path / "refine.npz", D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
         gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=np.arange(5), sweeps=3,
         chain_seconds=7.0, wall_seconds=8.0, config=CFG, layers=LAYERS)
-    by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers[:1], tmp_path / "refine.npz")
+    by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers[:1],
+                                         artifacts.read_refined_model(tmp_path / "refine.npz"))
     assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("refine", 8.0)]
     (tmp_path / "bare.json").write_text("{}")
     assert artifacts.upstream_seconds(tmp_path / "bare.json") == {"prepare": 0.0}

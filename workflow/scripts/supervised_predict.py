@@ -94,10 +94,11 @@ deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_pn
                           class_names=names)
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, "supervised", run_cfg)
 
+pretrained_layers = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
 by_step = artifacts.upstream_seconds(
-    snakemake.input.summary, snakemake.input.layers,
-    snakemake.input.refine[0] if cfg["start_from"] == "refined" else None)
-n_pre = artifacts.read_pretrained_layer(snakemake.input.layers[0]).n_input
+    snakemake.input.summary, pretrained_layers,
+    artifacts.read_refined_model(snakemake.input.refine[0]) if cfg["start_from"] == "refined" else None)
+n_pre = pretrained_layers[0].n_input
 by_step["supervised"] = train_seconds
 by_step["supervised_predict"] = elapsed()
 metrics = {

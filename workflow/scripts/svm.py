@@ -58,14 +58,14 @@ if "pretrained_features" in snakemake.input.keys():
         progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
 
 # wall time of the run: every rule that produced this number
-refine = snakemake.input.refine if "refine" in snakemake.input.keys() else None
-by_step = artifacts.upstream_seconds(snakemake.input.summary, snakemake.input.layers, refine)
 layers = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
+refine = (artifacts.read_refined_model(snakemake.input.refine)
+          if "refine" in snakemake.input.keys() else None)
+by_step = artifacts.upstream_seconds(snakemake.input.summary, layers, refine)
 n_pre = layers[0].n_input if layers else None
 if refine is not None:
-    z = artifacts.read_refined_model(refine)
-    refine_n_images = int(len(z.image_indices))
-    dict_sizes = [int(np.shape(d)[-1]) for d in z.D]
+    refine_n_images = int(len(refine.image_indices))
+    dict_sizes = [int(np.shape(d)[-1]) for d in refine.D]
     by_step["topdown_features"] = features_seconds
 else:
     refine_n_images = None

@@ -191,7 +191,7 @@ def measure_allreduce(floats: list[int], *, workers: int = 2, repeats: int = 5,
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    # the chief's view (worker 0); the slower worker's median per size is the exchange's time
+    # per size, the slower worker's median: an all-reduce ends when both have it
     sizes = [{"floats": a["floats"], "seconds": max(o[i]["seconds"] for o in outs)}
              for i, a in enumerate(outs[0])]
     # the smallest exchange is all latency; the largest adds its bytes' time (a least-squares

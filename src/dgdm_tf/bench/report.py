@@ -312,7 +312,6 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
     return md
 
 
-
 def cluster_lines(cluster: pd.DataFrame, *, budget_hours: float = 24.0) -> list[str]:
     """The section of :func:`dgdm_tf.bench.cluster.project_nodes`' rows: each row's hours
     at each node count, the rows one after another, the stage that takes longest at each

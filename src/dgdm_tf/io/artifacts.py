@@ -481,15 +481,17 @@ def read_mcem_samples(path) -> McemSamples:
             hmc_accept_mean=z["hmc_accept_mean"], wall_seconds=float(z["wall_seconds"]))
 
 
-def upstream_seconds(summary, layers: Sequence = (), refine=None) -> dict[str, float]:
+def upstream_seconds(summary, layers: Sequence[PretrainedLayer] = (),
+                     refine: RefinedModel | None = None) -> dict[str, float]:
     """The wall seconds of the rules a row's metrics.json counts before its own, by rule:
     'prepare' (the data summary.json ``summary``), 'pretrain_layer<i>' for each pretrained
-    layer file, and 'refine' (a refined model file) when given. A resumed chain's seconds
-    are its own clock's where that covers more than the last attempt's script time."""
+    layer (as read: the caller reads them once for its other fields too), and 'refine'
+    when a refined model is given. A resumed chain's seconds are its own clock's where
+    that covers more than the last attempt's script time."""
     with open(summary) as f:
         by_step = {"prepare": float(json.load(f).get("seconds", 0.0))}
-    for i, path in enumerate(layers, start=1):
-        by_step[f"pretrain_layer{i}"] = read_pretrained_layer(path).seconds
+    for i, layer in enumerate(layers, start=1):
+        by_step[f"pretrain_layer{i}"] = layer.seconds
     if refine is not None:
-        by_step["refine"] = read_refined_model(refine).seconds
+        by_step["refine"] = refine.seconds
     return by_step
