@@ -247,7 +247,7 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
                             "dicts": "8x8x50/p3, 6x6x200/p1", "seconds": 0.5,
                             "images_per_s": 8.0, "floor_seconds": 0.02, "ratio_to_floor": 25.0,
                             "exact_floor_ms": 323.0, "ratio_to_exact_floor": 1.55,
-                            "peak_rss_mb": 900.0}])
+                            "peak_rss_mb": 900.0, "load_1min": 2.1}])
     cnn_df = pd.DataFrame(cnn_bench)
     combined = combined_table(layers, cnn_df, machine)
     assert list(combined["benchmark"]) == ["pretrain_sweep"] + list(cnn_df["benchmark"])
@@ -265,7 +265,8 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
     # both tables give the exact floor beside the floor
     assert ("| layer | batch_size | jit_compile | input_shape | sweep_seconds | images_per_s | "
             "floor_seconds | ratio_to_floor | exact_floor_ms | ratio_to_exact_floor |") in md
-    assert "| floor_seconds | ratio_to_floor | exact_floor_ms | ratio_to_exact_floor | peak_rss_mb |" in md
+    assert ("| floor_seconds | ratio_to_floor | exact_floor_ms | ratio_to_exact_floor | peak_rss_mb "
+            "| load_1min |") in md
     assert "| top units | 4 | 28x28x1 | 8x8x50/p3, 6x6x200/p1 | 0.5 | 8.00 | 0.02 | 25.00 | 323 | 1.55 |" in md
     for section in ("## Pretraining sweeps against the floor", "## The top-down sampler against the floor",
                     "## The CNN baseline: training step and inference", "## Time to accuracy",

@@ -100,6 +100,7 @@ def test_pretraining_rows_carry_the_exact_floor_at_the_floors_rate():
         ratio = E.pretrain_sweep_macs(g, 2) / E.layer_floor_macs(g, 2)
         assert r["exact_floor_ms"] == pytest.approx(1e3 * r["floor_seconds"] * ratio)
         assert r["ratio_to_exact_floor"] == pytest.approx(r["ratio_to_floor"] / ratio)
+        assert r["load_1min"] >= 0  # the load the row was measured under
 
 
 def test_topdown_rows_carry_the_exact_floor_beside_the_floor():

@@ -123,7 +123,10 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
         "(docs/scaling.md), and against the exact floor: the multiply-adds the sweep's exact "
         "conditionals need (`dgdm_tf.bench.exact_floor`: every block position's correlation, "
         "the drawn atoms, D's exact Gaussian) at the rate this machine reached on the floor "
-        "(`exact_floor_ms`, `ratio_to_exact_floor`; the target is at most 2x).",
+        "(`exact_floor_ms`, `ratio_to_exact_floor`; the target is at most 2x). `load_1min`: "
+        "the load average as the row was measured; above the machine's cores, other "
+        "processes shared them and the sweeps' ratios read several times their quiet value "
+        "(docs/findings/pretrain_floor_ratio_load.md).",
         "",
         md_table(layers[lcols]),
         "",
@@ -147,7 +150,7 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             "candidates' data-plane images of the top units and the blocks, the exact "
             "Gaussian of D[1], the HMC passes of D[l >= 2], the SVM's beta) at the rate "
             "this machine reached on the floor (`exact_floor_ms`, `ratio_to_exact_floor`; "
-            "the target is at most 2x).",
+            "the target is at most 2x); `load_1min` as in the table above.",
             "",
             md_table(refine[[c for c in REFINE_COLUMNS if c in refine.columns]]),
             "",

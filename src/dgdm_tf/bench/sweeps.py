@@ -7,11 +7,16 @@ timed here. The exact floor: the multiply-adds the step's exact conditional need
 floor of the same batch, ``floor seconds x exact multiply-adds / floor multiply-adds``.
 :func:`benchmark_pretrain_layers`: the layer-wise pretraining sweep;
 :func:`benchmark_refine`: the top-down sampler, its steps and the supervised model's.
-Timings: :mod:`dgdm_tf.bench.timing`.
+Timings: :mod:`dgdm_tf.bench.timing`. Every row also gives the 1-minute load average as
+it was measured (``load_1min``): the sweeps are thousands of small sequential kernels, and
+while other processes share the cores they slow down far more than the floor's few large
+convolutions, so a row measured above the machine's cores reads several times its quiet
+ratio (docs/findings/pretrain_floor_ratio_load.md).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -73,7 +78,7 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
             "ratio_to_floor": sweep_s / floor_s,
             **exact_columns(sweep_s, floor_s, exact_floor.layer_floor_macs(g, batch_size),
                             exact_floor.pretrain_sweep_macs(g, batch_size)),
-            "peak_rss_mb": peak_rss_mb(),
+            "peak_rss_mb": peak_rss_mb(), "load_1min": os.getloadavg()[0],
         })
     return rows
 
@@ -87,7 +92,7 @@ def exact_columns(seconds: float, floor_s: float, floor_macs: int, exact_macs: i
 
 REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "images_per_s",
                   "floor_seconds", "ratio_to_floor", "exact_floor_ms", "ratio_to_exact_floor",
-                  "peak_rss_mb")
+                  "peak_rss_mb", "load_1min")
 
 
 def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
@@ -184,5 +189,5 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
                      "seconds": sec, "images_per_s": batch_size / sec, "floor_seconds": floor_s,
                      "ratio_to_floor": sec / floor_s,
                      **exact_columns(sec, floor_s, floor_macs, exact[name]),
-                     "peak_rss_mb": peak_rss_mb()})
+                     "peak_rss_mb": peak_rss_mb(), "load_1min": os.getloadavg()[0]})
     return rows
