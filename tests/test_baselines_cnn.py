@@ -219,7 +219,9 @@ def test_benchmark_scaling_rows(scaling):
     for kind in ("pretrain_sweep", "topdown_sweep"):
         sweep = df[(df["benchmark"] == kind) & (df["note"] == "")]
         assert len(sweep) and (sweep["ratio_to_floor"] > 0).all()
-    assert df[df["benchmark"] == "cnn_train_step"]["ratio_to_floor"].isna().all()
+        assert (sweep["ratio_to_exact_floor"] > 0).all()
+    cnn_rows = df[df["benchmark"] == "cnn_train_step"]
+    assert cnn_rows[["ratio_to_floor", "ratio_to_exact_floor"]].isna().all().all()
     ok = df[df["note"] == ""]
     assert (ok["images_per_s"] > 0).all() and ok[["seconds", "peak_rss_mb"]].notna().all().all()
     # 6x6 images: the 5x5 conv -> 2x2, pooled 1x1, then a 3x3 conv does not fit (the
@@ -238,7 +240,14 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
     machine = {"cpu": "test cpu", "cores": 2, "gpu": "none"}
     layers = pd.DataFrame([{"layer": 1, "batch_size": 4, "jit_compile": False,
                             "input_shape": "28x28x1", "sweep_seconds": 0.5,
-                            "images_per_s": 8.0, "peak_rss_mb": 900.0}])
+                            "images_per_s": 8.0, "floor_seconds": 0.1, "ratio_to_floor": 5.0,
+                            "exact_floor_ms": 62.0, "ratio_to_exact_floor": 8.06,
+                            "peak_rss_mb": 900.0}])
+    refine = pd.DataFrame([{"step": "top units", "batch_size": 4, "input_shape": "28x28x1",
+                            "dicts": "8x8x50/p3, 6x6x200/p1", "seconds": 0.5,
+                            "images_per_s": 8.0, "floor_seconds": 0.02, "ratio_to_floor": 25.0,
+                            "exact_floor_ms": 323.0, "ratio_to_exact_floor": 1.55,
+                            "peak_rss_mb": 900.0, "load_1min": 2.1}])
     cnn_df = pd.DataFrame(cnn_bench)
     combined = combined_table(layers, cnn_df, machine)
     assert list(combined["benchmark"]) == ["pretrain_sweep"] + list(cnn_df["benchmark"])
@@ -252,8 +261,14 @@ def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
     md = render_benchmarks_md(
         machine=machine, config_files=["config/smoke.yaml"], layers=layers, cnn=cnn_df,
         scaling=pd.DataFrame(scaling), time_to_acc=tta, cnn_runs=[_cnn_metrics()],
-        jobs=jobs, scaling_png="benchmarks_scaling.png")
-    for section in ("## Pretraining sweeps against the floor",
+        jobs=jobs, scaling_png="benchmarks_scaling.png", refine=refine)
+    # both tables give the exact floor beside the floor
+    assert ("| layer | batch_size | jit_compile | input_shape | sweep_seconds | images_per_s | "
+            "floor_seconds | ratio_to_floor | exact_floor_ms | ratio_to_exact_floor |") in md
+    assert ("| floor_seconds | ratio_to_floor | exact_floor_ms | ratio_to_exact_floor | peak_rss_mb "
+            "| load_1min |") in md
+    assert "| top units | 4 | 28x28x1 | 8x8x50/p3, 6x6x200/p1 | 0.5 | 8.00 | 0.02 | 25.00 | 323 | 1.55 |" in md
+    for section in ("## Pretraining sweeps against the floor", "## The top-down sampler against the floor",
                     "## The CNN baseline: training step and inference", "## Time to accuracy",
                     "## How cost grows with work", "## Workflow jobs"):
         assert section in md, section
@@ -274,4 +289,5 @@ def test_topdown_scaling_point_skips_a_batch_whose_unit_images_exceed_the_budget
     r = _scaling_point("topdown_sweep", (12, 12, 1), 4, layers, 10, None, topdown_max_gb=3e-5, **kw)
     assert np.isnan(r["seconds"]) and r["note"].startswith("skipped: the top units' images of 4 images")
     r = _scaling_point("topdown_sweep", (12, 12, 1), 4, layers, 10, None, topdown_max_gb=4e-5, **kw)
-    assert r["seconds"] > 0 and r["ratio_to_floor"] > 0 and r["note"] == ""
+    assert r["seconds"] > 0 and r["ratio_to_floor"] > 0 and r["ratio_to_exact_floor"] > 0
+    assert r["note"] == ""

@@ -19,6 +19,7 @@ def test_stream_benchmark_row_from_its_own_process(tmp_path):
     assert "error" not in row, row
     assert row["n_images"] == 12 and row["batch_size"] == 5
     assert row["sweep_s"] > 0 and row["ratio_to_floor"] > 0 and row["peak_rss_mb"] > 100
+    assert row["ratio_to_exact_floor"] > 0
     # three batch files in each of two buffers, plus the head: the 12 images' state
     # (int8 block state, float32 weight, theta, gamma_e) twice, the collected buffer's
     # running sums of x_next (5 x 5 cells x 4 maps) and gamma_e, and npz headers and the

@@ -231,6 +231,18 @@ def test_x_next_rank(results):
         assert set(residuals) == {2, 4} and all(0 <= r <= 1 for r in residuals.values())
 
 
+def test_pretrain_floor_ratio(tmp_path):
+    """Layer 1's sweep timed with each scan order, alone and beside one busy process."""
+    got = load_probe(EXPERIMENTS / "scaling" / "pretrain_floor_ratio.py").main(
+        ["--results", str(tmp_path), "--smoke"])
+    rows = got["rows"]
+    assert [(r["contend"], r["scan"]) for r in rows] == [(0, "random"), (0, "fixed"),
+                                                         (1, "random"), (1, "fixed")]
+    assert all(r["sweep_s"] > 0 and r["ratio_to_floor"] > 0 and r["ratio_to_exact_floor"] > 0
+               for r in rows)
+    assert (tmp_path / "pretrain_floor_ratio.csv").is_file() and len(got["summary"]) == 4
+
+
 #: each probe's smoke-run test above (a new probe needs one)
 SMOKE_RUNS = {
     "estimators/compare_routes.py": test_compare_routes,
@@ -239,4 +251,5 @@ SMOKE_RUNS = {
     "generation/prior_draws.py": test_prior_draws,
     "svm_wide/feature_transform.py": test_feature_transform,
     "mixing/x_next_rank.py": test_x_next_rank,
+    "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
 }

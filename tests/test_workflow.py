@@ -146,6 +146,11 @@ def test_smoke_benchmarks(smoke_run):
     # one row per layer and configured compilation mode (smoke: graph only) at the one batch size
     assert len(sweeps) == 2 * 1
     assert sorted(sweeps["jit_compile"].astype(str)) == ["False", "False"]
+    # each sweep beside its exact floor (dgdm_tf.bench.exact_floor), as are the top-down steps
+    assert (sweeps["ratio_to_exact_floor"] > 0).all() and (sweeps["exact_floor_ms"] > 0).all()
+    refine = csv[csv["benchmark"] == "refine_step"]
+    assert len(refine) and (refine["ratio_to_exact_floor"] > 0).all()
+    assert md.count("| ratio_to_floor | exact_floor_ms | ratio_to_exact_floor |") == 2
     # the smoke model's schedule projected to the full data set, from kernels measured here
     assert "## Projected wall time of `config/smoke.yaml`'s rows" in md
     from dgdm_tf.bench.scaling import SCALING_COLUMNS

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # the top-down kernels keep the names benchmark_refine gives them
+from dgdm_tf.bench.exact_floor import layer_floor_macs
 from dgdm_tf.bench.sweeps import (MCEM_ITERATION, REFINE_SWEEP, SUPERVISED_SWEEP, TEST_SWEEP,
                                   benchmark_pretrain_layers, benchmark_refine)
 from dgdm_tf.core.model import DeepModel
@@ -157,18 +158,6 @@ def sequential_steps(model) -> dict[str, int]:
     for l, g in enumerate(model.geoms):
         steps[pretrain_kernel(l + 1)] = g.gh * g.gw * g.k + g.k
     return steps
-
-
-def layer_floor_macs(geom, batch: int) -> int:
-    """Multiply-adds of one layer's floor: every map's convolution at full size (the
-    unpooled zeros included) and its adjoint."""
-    return 2 * batch * geom.hs * geom.ws * geom.k * geom.dh * geom.dw * geom.c
-
-
-def floor_macs(model, batch: int) -> int:
-    """Multiply-adds of the whole model's floor: one generative pass of every layer and
-    its adjoint."""
-    return sum(layer_floor_macs(g, batch) for g in model.geoms)
 
 
 def project(stages: list[Stage], kernels: dict[str, dict], *, gpu_speedup: float,

@@ -121,7 +121,13 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
         "",
         "One exact Gibbs sweep of each pretraining layer (`dgdm_tf.bench.sweeps`), against the "
         "floor: one generative + one adjoint convolution pass over the same batch "
-        "(docs/scaling.md).",
+        "(docs/scaling.md), and against the exact floor: the multiply-adds the sweep's exact "
+        "conditionals need (`dgdm_tf.bench.exact_floor`: every block position's correlation, "
+        "the drawn atoms, D's exact Gaussian) at the rate this machine reached on the floor "
+        "(`exact_floor_ms`, `ratio_to_exact_floor`; the target is at most 2x). `load_1min`: "
+        "the load average as the row was measured; above the machine's cores, other "
+        "processes shared them and the sweeps' ratios read several times their quiet value "
+        "(docs/findings/pretrain_floor_ratio_load.md).",
         "",
         md_table(layers[lcols]),
         "",
@@ -140,7 +146,12 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             "test-time MCEM (`dgdm_tf.mcem.test_time`, Algorithm 2: an E-step sample, the "
             "units' (z, w) maximisation, one RMSprop step); a test image costs "
             "`predict.burn_in` test-time sweeps plus `predict.iterations` MCEM "
-            "iterations per averaged model.",
+            "iterations per averaged model. Beside each step's floor, its exact floor: the "
+            "multiply-adds its exact conditional needs (`dgdm_tf.bench.exact_floor`: the "
+            "candidates' data-plane images of the top units and the blocks, the exact "
+            "Gaussian of D[1], the HMC passes of D[l >= 2], the SVM's beta) at the rate "
+            "this machine reached on the floor (`exact_floor_ms`, `ratio_to_exact_floor`; "
+            "the target is at most 2x); `load_1min` as in the table above.",
             "",
             md_table(refine[[c for c in REFINE_COLUMNS if c in refine.columns]]),
             "",
@@ -199,7 +210,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             "peak; `state_on_disk_mb`: both buffers of the per-image state; "
             "`in_memory_state_mb`: what the unbatched chain holds between sweeps at that "
             "size (its transients come on top); `ratio_to_floor`: a sweep against one "
-            "generative + adjoint pass over the same images.",
+            "generative + adjoint pass over the same images; `ratio_to_exact_floor`: against "
+            "the sweep's exact floor at the floor's rate (`dgdm_tf.bench.exact_floor`).",
             "",
             md_table(stream),
             "",
@@ -214,8 +226,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
         "Throughput as the batch grows (at the dataset's image size), as the image side "
         "grows and as every layer's K grows (at one batch size), for one pretraining sweep "
         "of the bottom layer (graph mode), one test-time sweep of the whole top-down model "
-        "(dictionaries fixed; both with their ratio to the floor at the same shape) and one "
-        "CNN training step, with the resident memory before and at the peak of each point. "
+        "(dictionaries fixed; both with their ratios to the floor and to the exact floor at "
+        "the same shape) and one CNN training step, with the resident memory before and at the peak of each point. "
         "`results/benchmarks_scaling.csv` has these rows.",
         "",
         f"![throughput vs batch size and image side]({scaling_png})",

@@ -16,7 +16,8 @@ from dgdm_tf.core.model import DeepModel
 #: columns of :func:`benchmark_scaling`'s rows
 SCALING_COLUMNS = ("benchmark", "sweep", "batch_size", "image_side", "input_shape",
                    "n_dict", "seconds", "images_per_s", "megapixels_per_s",
-                   "ratio_to_floor", "rss_before_mb", "peak_rss_mb", "note")
+                   "ratio_to_floor", "ratio_to_exact_floor", "rss_before_mb", "peak_rss_mb",
+                   "note")
 
 
 def scaled_shape(image_shape: tuple[int, ...], factor: float) -> tuple[int, ...]:
@@ -76,6 +77,7 @@ def benchmark_scaling(image_shape: tuple[int, int, int], layers: list[dict], n_c
                          "n_dict": lays[0]["n_dict"], "seconds": sec, "images_per_s": b / sec,
                          "megapixels_per_s": b * shape[0] * shape[1] / sec / 1e6,
                          "ratio_to_floor": pt.get("ratio_to_floor", float("nan")),
+                         "ratio_to_exact_floor": pt.get("ratio_to_exact_floor", float("nan")),
                          "rss_before_mb": pt["rss_before_mb"], "peak_rss_mb": pt["peak_rss_mb"],
                          "note": pt["note"]})
     return rows
@@ -97,6 +99,7 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
                                       seed=seed, hyper=hyper)[0]
         return {"seconds": r["sweep_seconds"], "rss_before_mb": before,
                 "peak_rss_mb": r["peak_rss_mb"], "ratio_to_floor": r["ratio_to_floor"],
+                "ratio_to_exact_floor": r["ratio_to_exact_floor"],
                 "note": "" if per_row else "peak RSS of the process so far"}
     if kind == "topdown_sweep":
         try:  # the top-down model's own shape rules (its unpooling blocks must tile)
@@ -115,7 +118,7 @@ def _scaling_point(kind, shape, b, layers, n_classes, rng, *, sweeps, steps, see
         r = benchmark_refine(shape, [dict(l) for l in layers], batch_size=b, sweeps=sweeps, seed=seed,
                              hyper=hyper, only=(TEST_SWEEP,))[0]
         return {"seconds": r["seconds"], "rss_before_mb": before, "peak_rss_mb": r["peak_rss_mb"],
-                "ratio_to_floor": r["ratio_to_floor"],
+                "ratio_to_floor": r["ratio_to_floor"], "ratio_to_exact_floor": r["ratio_to_exact_floor"],
                 "note": "" if per_row else "peak RSS of the process so far"}
     tf.keras.utils.set_random_seed(int(seed))
     model = build_cnn(shape, layers, n_classes, fc_units=fc_units, dropout=dropout,

@@ -35,6 +35,7 @@ def measure(spec: dict) -> dict:
     which also traces); the chain's state folder is removed after."""
     import tensorflow as tf
 
+    from dgdm_tf.bench import exact_floor
     from dgdm_tf.pretrain import chain
 
     from dgdm_tf.core import memory as process_memory
@@ -81,6 +82,9 @@ def measure(spec: dict) -> dict:
            "start_and_setup_s": round(wall - sum(sweep_s), 1),
            "first_sweep_s": round(sweep_s[0], 2), "sweep_s": round(steady, 2),
            "images_per_s": round(n / steady, 1), "ratio_to_floor": round(steady / floor_s, 1),
+           # the exact floor at the rate of the floor just timed (dgdm_tf.bench.exact_floor)
+           "ratio_to_exact_floor": round(steady / floor_s * exact_floor.layer_floor_macs(geom, n)
+                                         / exact_floor.pretrain_sweep_macs(geom, n), 1),
            "peak_rss_mb": round(peak), "state_on_disk_mb": round(disk / 2 ** 20, 4),
            "in_memory_state_mb": round(per_image["in_memory"] * n / 2 ** 20, 1),
            "wall_s": round(wall, 1)}

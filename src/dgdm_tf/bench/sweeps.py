@@ -1,19 +1,30 @@
-"""Throughput benchmarks: Gibbs sweeps against the floor of one generative + adjoint pass.
+"""Throughput benchmarks: Gibbs sweeps against two floors.
 
-The floor: for a batch, one ``full_conv`` of every map and its adjoint --
-the least work any sampler that touches every feature-map entry must do per sweep.
+The (convolution) floor: for a batch, one ``full_conv`` of every map and its adjoint --
+the least work any sampler that touches every feature-map entry must do per sweep --
+timed here. The exact floor: the multiply-adds the step's exact conditional needs
+(:mod:`dgdm_tf.bench.exact_floor`) at the rate this machine reached on the convolution
+floor of the same batch, ``floor seconds x exact multiply-adds / floor multiply-adds``.
 :func:`benchmark_pretrain_layers`: the layer-wise pretraining sweep;
 :func:`benchmark_refine`: the top-down sampler, its steps and the supervised model's.
-Timings: :mod:`dgdm_tf.bench.timing`.
+Timings: :mod:`dgdm_tf.bench.timing`. Every row also gives the 1-minute load average as
+it was measured (``load_1min``): the sweeps are thousands of small sequential kernels, and
+while other processes share the cores they slow down far more than the floor's few large
+convolutions, so a row measured above the machine's cores reads several times its quiet
+ratio (docs/findings/pretrain_floor_ratio_load.md).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.bench import exact_floor
+from dgdm_tf.bench.exact_floor import (MCEM_ITERATION, REFINE_SWEEP, SUPERVISED_SWEEP, TEST_SWEEP,
+                                       TOP_UNITS, blocks_step, d_step)
 from dgdm_tf.bench.timing import median_seconds
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.layout import layer_geometries
@@ -28,8 +39,9 @@ from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[dict], *,
                               batch_size: int, sweeps: int, seed: int,
                               hyper: dict | None = None, update_d: bool = True,
-                              jit_compile: bool = False) -> list[dict]:
-    """One row per layer: seconds per pretraining sweep vs the floor, at ``batch_size``.
+                              jit_compile: bool = False, scan: str = "random") -> list[dict]:
+    """One row per layer: seconds per pretraining sweep vs the floor and the exact floor,
+    at ``batch_size``; ``scan``: the sweep's order (``pretrain.scan``).
 
     Inputs are random, at each layer's true shape; the sweep's cost does not depend on
     the values (every block is visited whatever its state).
@@ -40,7 +52,7 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
     rows = []
     for li, g in enumerate(geoms):
         x = rng.random((batch_size, g.hx, g.wx, g.c), dtype=np.float32)
-        model = LayerModel(g, hyp, top=(g.p == 1), n_images=batch_size)
+        model = LayerModel(g, hyp, top=(g.p == 1), n_images=batch_size, scan=scan)
         state = init_state(x, model, tf.constant([seed, li], tf.int32))
         # the sweep the workflow runs: with the Rao-Blackwellised pooled features
         fn = make_sweep_fn(model, update_d=update_d, jit_compile=jit_compile,
@@ -63,19 +75,24 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
             "input_shape": f"{g.hx}x{g.wx}x{g.c}", "dict": f"{g.dh}x{g.dw}x{g.k}", "pool": g.p,
             "sweep_seconds": sweep_s, "images_per_s": batch_size / sweep_s,
             "floor_seconds": floor_s, "floor_images_per_s": batch_size / floor_s,
-            "ratio_to_floor": sweep_s / floor_s, "peak_rss_mb": peak_rss_mb(),
+            "ratio_to_floor": sweep_s / floor_s,
+            **exact_columns(sweep_s, floor_s, exact_floor.layer_floor_macs(g, batch_size),
+                            exact_floor.pretrain_sweep_macs(g, batch_size)),
+            "peak_rss_mb": peak_rss_mb(), "load_1min": os.getloadavg()[0],
         })
     return rows
 
 
-#: names of :func:`benchmark_refine`'s sweeps (its rows' ``step``)
-REFINE_SWEEP = "refinement sweep"
-TEST_SWEEP = "test-time sweep (D fixed)"
-SUPERVISED_SWEEP = "supervised sweep (with the SVM)"
-MCEM_ITERATION = "test-time MCEM iteration (supervised)"
+def exact_columns(seconds: float, floor_s: float, floor_macs: int, exact_macs: int) -> dict:
+    """A row's exact floor (ms, at the rate ``floor_macs / floor_s`` measured on its
+    convolution floor) and the step's ratio to it."""
+    exact_s = floor_s * exact_macs / floor_macs
+    return {"exact_floor_ms": 1e3 * exact_s, "ratio_to_exact_floor": seconds / exact_s}
+
 
 REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "images_per_s",
-                  "floor_seconds", "ratio_to_floor", "peak_rss_mb")
+                  "floor_seconds", "ratio_to_floor", "exact_floor_ms", "ratio_to_exact_floor",
+                  "peak_rss_mb", "load_1min")
 
 
 def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
@@ -117,7 +134,7 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
         REFINE_SWEEP: deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog,
                                                      power_iterations=power_iterations),
         TEST_SWEEP: deep_sweep.make_sweep_fn(model, update_globals=False),
-        "top units": compiled(lambda st, x: top_units.resample_top(st, x, model, st.seed)),
+        TOP_UNITS: compiled(lambda st, x: top_units.resample_top(st, x, model, st.seed)),
     }
     # the supervised model (Sec. 2.3): its sweep (SVM terms in S[L], then the SVM's own
     # draws) on random labels, and one test-time MCEM iteration (Algorithm 2)
@@ -137,15 +154,18 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     steps[MCEM_ITERATION] = (
         lambda st, x: mcem_fn(st, st.s_top, tf.zeros_like(st.s_top), x))
     for l in range(model.n_layers - 1):
-        steps[f"blocks of layer {l + 1}"] = compiled(
+        steps[blocks_step(l)] = compiled(
             lambda st, x, l=l: unpooling.resample_z(st, x, model, l, st.seed))
-    steps["D[1] (exact Gaussian)"] = compiled(
+    steps[d_step(0, n_leapfrog)] = compiled(
         lambda st, x: dictionaries.resample_d(st, x, model, 0, st.seed)[0])
     for l in range(1, model.n_layers):
-        steps[f"D[{l + 1}] (HMC, {n_leapfrog} leapfrog)"] = compiled(
+        steps[d_step(l, n_leapfrog)] = compiled(
             lambda st, x, l=l: dictionaries.resample_d(st, x, model, l, st.seed,
                                                        n_leapfrog=n_leapfrog,
                                                        power_iterations=power_iterations)[0])
+    exact = exact_floor.topdown_macs(model, batch_size, n_leapfrog=n_leapfrog,
+                                     power_iterations=power_iterations, n_classes=n_classes)
+    floor_macs = exact_floor.floor_macs(model, batch_size)
     rows = []
     dicts = ", ".join(f"{g.dh}x{g.dw}x{g.k}/p{g.p}" for g in model.geoms)
     if only is not None and set(only) - set(steps):
@@ -167,5 +187,7 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
         rows.append({"step": name, "batch_size": batch_size,
                      "input_shape": "x".join(map(str, model.image_shape)), "dicts": dicts,
                      "seconds": sec, "images_per_s": batch_size / sec, "floor_seconds": floor_s,
-                     "ratio_to_floor": sec / floor_s, "peak_rss_mb": peak_rss_mb()})
+                     "ratio_to_floor": sec / floor_s,
+                     **exact_columns(sec, floor_s, floor_macs, exact[name]),
+                     "peak_rss_mb": peak_rss_mb(), "load_1min": os.getloadavg()[0]})
     return rows
