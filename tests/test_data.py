@@ -610,3 +610,12 @@ def test_caltech101_from_the_zip(tmp_path, monkeypatch):
     d = data.load_prepared(str(tmp_path / "o.npz"))
     assert summary["source"] == "archive" and list(d["class_names"]) == ["accordion", "Faces"]
     assert d["x_train"].shape == (4, 12, 10, 3) and summary["test_per_class"] == [1, 2]
+
+
+def test_class_count_reads_the_names_or_the_largest_label():
+    from dgdm_tf.data import class_count
+
+    y_tr, y_te = np.array([0, 2, 1]), np.array([4, 0])
+    assert class_count({"class_names": np.array(["a", "b", "c", "d", "e", "f"]),
+                        "y_train": y_tr, "y_test": y_te}) == 6
+    assert class_count({"y_train": y_tr, "y_test": y_te}) == 5

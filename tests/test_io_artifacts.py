@@ -237,6 +237,32 @@ def test_mcem_model_and_samples_bytes_and_round_trip(tmp_path):
         assert np.array_equal(bk, samp["beta"][k])
 
 
+def test_upstream_seconds_reads_each_rule_in_order(tmp_path):
+    """A row's wall time by step: prepare's summary.json, each layer's seconds (its own
+    clock where that is longer), refinement's; in that order (metrics.json keeps it)."""
+    (tmp_path / "summary.json").write_text(json.dumps({"seconds": 1.5, "n_train": 3}))
+    layers = []
+    for i, (chain, wall) in enumerate([(4.0, 3.0), (2.0, 6.0)], start=1):
+        out = pretrain_out(i == 1)
+        layers.append(tmp_path / f"layer{i}.npz")
+        artifacts.write_pretrained_layer(
+            layers[-1], D=out["D"], kept=out["kept"], usage=out["usage"], x_next=out["x_next"],
+            gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=3, chain_seconds=chain,
+            wall_seconds=wall, n_input=5, activity_ink=0.25, layer_config=LAYER,
+            pretrain_config=PRE, image_indices=out["idx"])
+    by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers)
+    assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("pretrain_layer2", 6.0)]
+    out = refine_out()
+    artifacts.write_refined_model(
+        tmp_path / "refine.npz", D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
+        gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=np.arange(5), sweeps=3,
+        chain_seconds=7.0, wall_seconds=8.0, config=CFG, layers=LAYERS)
+    by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers[:1], tmp_path / "refine.npz")
+    assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("refine", 8.0)]
+    (tmp_path / "bare.json").write_text("{}")
+    assert artifacts.upstream_seconds(tmp_path / "bare.json") == {"prepare": 0.0}
+
+
 def test_a_missing_key_names_the_file_and_the_rule(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = "results/mnist/pretrain/layer1.npz"

@@ -557,3 +557,48 @@ def test_bad_input_raises_clear_value_errors():
         for bad in (0.0, 1.0, float("nan")):
             with pytest.raises(ValueError, match=key):
                 BayesianSVM(3, method="em", **{key: bad})
+
+
+def _features(f_train, y_train, idx_train, f_test, y_test, idx_test):
+    from dgdm_tf.io.artifacts import FeatureSplit, Features
+    return Features(train=FeatureSplit(f_train, y_train, idx_train),
+                    test=FeatureSplit(f_test, y_test, idx_test), n_classes=2, wall_seconds=0.0,
+                    config={})
+
+
+def test_same_images_error_reuses_refits_or_declines():
+    """The same images in the same order: the other row's own error, not a second fit;
+    a superset: a fit on the other row's rows of exactly these images (the same as fitting
+    those rows by hand); missing images: None."""
+    from dgdm_tf.supervised.same_images import same_images_error
+
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 60)
+    f = (rng.standard_normal((60, 5)) + 1.5 * y[:, None]).astype(np.float32)
+    svm = {"method": "em", "em_iters": 5}
+    mine = _features(f[:30], y[:30], np.arange(30), f[40:50], y[40:50], np.arange(40, 50))
+    other_same = _features(f[:30] * 2, y[:30], np.arange(30), f[40:50] * 2, y[40:50], np.arange(40, 50))
+    assert same_images_error(mine, other_same, 12.5, view="signed", n_classes=2, svm=svm, seed=1) == 12.5
+    # the other row holds every image in another order, among more
+    perm = rng.permutation(40)
+    g = -f  # other features of the same images
+    other_more = _features(g[perm], y[perm], perm, g[40:60][::-1], y[40:60][::-1], np.arange(40, 60)[::-1])
+    got = same_images_error(mine, other_more, 99.0, view="signed", n_classes=2, svm=svm, seed=1)
+    ref = BayesianSVM(2, seed=1, **svm).fit(g[:30], y[:30])
+    assert got == 100.0 * float(np.mean(np.asarray(ref.predict(g[40:50])) != y[40:50]))
+    other_less = _features(g[:20], y[:20], np.arange(20), g[40:50], y[40:50], np.arange(40, 50))
+    assert same_images_error(mine, other_less, 0.0, view="signed", n_classes=2, svm=svm, seed=1) is None
+
+
+def test_em_last_rel_decrease_and_cg_iterations():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 40)
+    f = (rng.standard_normal((40, 4)) + y[:, None]).astype(np.float32)
+    em = BayesianSVM(3, method="em", em_iters=4, em_tol=0.0, em_solver="cg", seed=0).fit(f, y)
+    obj = [r["objective"] for r in em.trace]
+    assert em.em_last_rel_decrease() == (obj[-2] - obj[-1]) / abs(obj[-2])
+    assert em.cg_iterations() == sum(r["cg_iterations"] for r in em.trace) > 0
+    gibbs = BayesianSVM(3, method="gibbs", burn_in=2, collect=2, seed=0).fit(f, y)
+    assert gibbs.em_last_rel_decrease() is None and gibbs.cg_iterations() is None
+    with pytest.raises(ValueError, match="not fitted"):
+        BayesianSVM(3).em_last_rel_decrease()

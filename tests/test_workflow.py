@@ -162,6 +162,10 @@ def test_smoke_benchmarks(smoke_run):
     assert set(proj["dataset"]) == {"mnist_smoke"}
     assert (proj["cpu_hours"] > 0).all() and (proj["gpu_hours"] > 0).all()
     assert "refinement sweep" in set(proj["kernel"]) and "SVM Gibbs iteration" in set(proj["kernel"])
+    # the same stages on 1, 8 and 64 nodes (smoke: the network's figures, no loopback run)
+    clu = pd.read_csv(repo / "results" / "benchmarks" / "cluster.csv")
+    assert sorted(clu["nodes"].unique()) == [1, 8, 64] and len(clu) == 3 * len(proj)
+    assert "## Projected wall time on a cluster" in md and "hours on 8 nodes" in md
 
 
 

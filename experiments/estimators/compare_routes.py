@@ -11,8 +11,9 @@ features of the same estimator), for each kind of gamma_s (`hyper.gamma_s`) aske
            the mean of the COLLECT sweeps' Rao-Blackwellised top layers over every chain,
            with R-hat and bulk ESS across the chains (per image and feature, over the
            features that are not constant);
-  alg2   - supplement Algorithm 2: one Gibbs sweep, then MCEM iterations until each
-           image's Q changes by less than TOL (at most MAX_IT), its M-step point.
+  alg2   - supplement Algorithm 2: ALG2_BURN_IN Gibbs sweeps (default 1), then MCEM
+           iterations until each image's Q changes by less than TOL (at most MAX_IT), its
+           M-step point.
 
 Test errors carry their binomial standard error sqrt(p (1 - p) / N_TEST).
 Inputs: RESULTS/pretrain/layer*.npz and RESULTS/data/prepared.npz, made by
@@ -54,6 +55,7 @@ def parse(argv=None):
     p.add_argument("--chains", type=int, default=2)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--max-it", type=int, default=40)
+    p.add_argument("--alg2-burn-in", type=int, default=1, help="alg2: Gibbs sweeps before the first MCEM iteration")
     p.add_argument("--kinds", default="image_map,global", help="hyper.gamma_s kinds, comma-separated")
     p.add_argument("--routes", default="first,mean,alg2")
     p.add_argument("--out", default=None, help="write the results as JSON here")
@@ -88,7 +90,7 @@ def main(argv=None):
             feats, extra, t0 = {}, {}, time.perf_counter()
             for split, seed in (("train", 1), ("test", 2)):
                 if route == "alg2":
-                    r = infer_map(x[split], ds, layers, seed=seed, burn_in=1, iterations=a.max_it,
+                    r = infer_map(x[split], ds, layers, seed=seed, burn_in=a.alg2_burn_in, iterations=a.max_it,
                                   batch_size=int(tcfg["batch_size"]), tol=a.tol, **common)
                     extra[f"iterations_{split}_mean"] = float(np.mean(r["iterations"]))
                     extra[f"converged_{split}"] = float(np.mean(r["converged"]))

@@ -120,11 +120,13 @@ rule benchmark_mcem:
 
 rule benchmark_projection:
     """The wall time of benchmark.projection.config's rows (config/paper.yaml), projected
-    from kernels measured at each dataset's shapes (dgdm_tf.bench.projection)."""
+    from kernels measured at each dataset's shapes (dgdm_tf.bench.projection), on this
+    machine, a GPU and a cluster of nodes (dgdm_tf.bench.cluster)."""
     input:
         config=config["benchmark"]["projection"]["config"],
     output:
-        "results/benchmarks/projection.csv",
+        projection="results/benchmarks/projection.csv",
+        cluster="results/benchmarks/cluster.csv",
     params:
         projection=config["benchmark"]["projection"],
         schema=str(Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"),
@@ -182,6 +184,8 @@ rule benchmarks:
         stream=["results/benchmarks/stream.csv"] if config["benchmark"]["stream_images"] else [],
         projection=(["results/benchmarks/projection.csv"]
                     if config["benchmark"]["projection"]["datasets"] else []),
+        cluster=(["results/benchmarks/cluster.csv"]
+                 if config["benchmark"]["projection"]["datasets"] else []),
     output:
         md=report(
             "results/benchmarks.md",

@@ -66,6 +66,7 @@ all_layer_files = _wiring.all_layer_files
 svm_inputs = _wiring.svm_inputs
 svm_settings = _wiring.svm_settings
 svm_view = _wiring.svm_view
+is_reference = _wiring.is_reference
 learning_curve_methods = _wiring.learning_curve_methods
 learning_curve_inputs = _wiring.learning_curve_inputs
 learning_curve_rows = _wiring.learning_curve_rows

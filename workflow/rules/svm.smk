@@ -21,6 +21,7 @@ rule svm:
         run_config=lambda wc: run_config(wc.ds),
         config_files=CONFIG_FILES,
         method=lambda wc: wc.method,
+        reference=lambda wc: is_reference(wc.method),
     log:
         "results/logs/svm/{ds}_{method}.log",
     benchmark:

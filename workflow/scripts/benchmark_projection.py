@@ -9,9 +9,22 @@ start(snakemake, tensorflow=True)
 import yaml  # noqa: E402
 from snakemake.utils import validate  # noqa: E402
 
-from dgdm_tf.bench import projection  # noqa: E402
+from dgdm_tf.bench import cluster, projection  # noqa: E402
+from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 pcfg = plain(snakemake.params.projection)
+ccfg = pcfg["cluster"]
+if ccfg["allreduce_floats"]:
+    progress(f"all-reduce of {ccfg['allreduce_floats']} floats between {ccfg['allreduce_workers']} "
+             "local workers (MultiWorkerMirroredStrategy)")
+    loopback = cluster.measure_allreduce(list(ccfg["allreduce_floats"]), workers=int(ccfg["allreduce_workers"]))
+    progress(f"  loopback: latency {1e3 * loopback['latency_s']:.2f} ms, "
+             f"{loopback['bytes_per_s'] / 1e6:.0f} MB/s ({loopback['sizes']})")
+else:
+    loopback = {"latency_s": 0.0, "bytes_per_s": float("inf"), "sizes": [], "workers": 0}
+latency, bytes_per_s = cluster.combined_link(loopback, network_latency_s=float(ccfg["network_latency_s"]),
+                                             network_gbit_s=float(ccfg["network_gbit_s"]))
+cluster_rows = []
 with open(snakemake.input.config) as f:
     projected = yaml.safe_load(f)
 validate(projected, snakemake.params.schema)  # fills the schema's defaults, as a run of it would
@@ -44,7 +57,27 @@ for spec in pcfg["datasets"]:
         rows.append({"config": str(snakemake.input.config), "dataset": name, **r, "q": k["q"],
                      "measured_at": k["measured_at"], "cpu_macs_per_s": cpu_macs_per_s, "gpu_speedup": speedup,
                      "left_out": "; ".join(left_out)})
+    ds_rows = [r for r in rows if r["dataset"] == name]
+    model = DeepModel(tuple(int(v) for v in shape), ds["model"]["layers"], hyper)
+    reds = {k: cluster.reductions(model, k, n_leapfrog=int(ds["refine"]["n_leapfrog"]),
+                                  power_iterations=int(ds["refine"]["power_iterations"]),
+                                  n_classes=int(spec["n_classes"]))
+            for k in {r["kernel"] for r in ds_rows}}
+    for r in cluster.project_nodes(ds_rows, kernels, reds, nodes=[int(n) for n in ccfg["nodes"]],
+                                   cores_per_node=int(ccfg["cores_per_node"]),
+                                   cores_measured=int(snakemake.threads), latency_s=latency,
+                                   bytes_per_s=bytes_per_s):
+        cluster_rows.append({"config": str(snakemake.input.config), **r,
+                             "cores_per_node": int(ccfg["cores_per_node"]),
+                             "cores_measured": int(snakemake.threads),
+                             "link_latency_s": latency, "link_bytes_per_s": bytes_per_s,
+                             "loopback_latency_s": loopback["latency_s"],
+                             "loopback_bytes_per_s": loopback["bytes_per_s"]})
+    for n in ccfg["nodes"]:
+        h = sum(r["hours"] for r in cluster_rows if r["dataset"] == name and r["nodes"] == int(n))
+        progress(f"{name}: {h:.1f} h on {n} node(s) of {ccfg['cores_per_node']} cores")
     progress(f"{name}: {sum(r['cpu_hours'] for r in rows if r['dataset'] == name):.0f} h on this "
              f"machine, {sum(r['gpu_hours'] for r in rows if r['dataset'] == name):.0f} h on the assumed GPU")
-machine_rows_csv(rows, snakemake.output[0])
+machine_rows_csv(rows, snakemake.output.projection)
+machine_rows_csv(cluster_rows, snakemake.output.cluster)
 progress("done")

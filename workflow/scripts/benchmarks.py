@@ -44,10 +44,11 @@ plots.plot_scaling(scaling, snakemake.output.scaling_png, machine=machine)
 mcem = pd.read_csv(snakemake.input.mcem[0]) if snakemake.input.mcem else None
 stream = pd.read_csv(snakemake.input.stream[0]) if snakemake.input.stream else None
 projection = pd.read_csv(snakemake.input.projection[0]) if snakemake.input.projection else None
+cluster = pd.read_csv(snakemake.input.cluster[0]) if snakemake.input.cluster else None
 md = render_benchmarks_md(
     machine=machine, config_files=snakemake.params.config_files, layers=layers, cnn=cnn,
     scaling=scaling, time_to_acc=tta, cnn_runs=cnn_runs, jobs=jobs, refine=refine, mcem=mcem,
-    stream=stream, projection=projection,
+    stream=stream, projection=projection, cluster=cluster,
     scaling_png=os.path.relpath(snakemake.output.scaling_png,
                                 Path(snakemake.output.md).parent))
 atomic_io.write_text(snakemake.output.md, md)

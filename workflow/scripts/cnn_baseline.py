@@ -15,12 +15,12 @@ start(snakemake, tensorflow=True)
 from dgdm_tf.core.random import seed_for  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import dgdm_tf  # noqa: E402
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 from dgdm_tf.bench.timing import machine_info
 from dgdm_tf.baselines import cnn
 from dgdm_tf import data
@@ -35,8 +35,7 @@ ccfg = block["cnn"]
 layers = block["model"]["layers"]
 
 d = data.load_prepared(snakemake.input.data)
-n_classes = len(d["class_names"]) if "class_names" in d else int(
-    max(d["y_train"].max(), d["y_test"].max()) + 1)
+n_classes = data.class_count(d)
 # cnn_at: the Gibbs row whose images these are, and how many of each subset it takes
 row = run_cfg.get("same_images_as")
 own = run_cfg.get("subsets") or {}
@@ -63,10 +62,7 @@ curve = pd.DataFrame(out["curve"])
 with atomic_io.atomic_path(snakemake.output.curve) as tmp:
     curve[["epoch", "seconds_cumulative", "test_error_pct", "train_loss", "epoch_seconds",
            "eval_seconds"]].to_csv(tmp, index=False, float_format="%.6g")
-pred = pd.DataFrame({"test_index": idx_test, "label": y_test,
-                     "predicted": out["test_predictions"]})
-with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
-    pred.to_csv(tmp, index=False)
+write_predictions(snakemake.output.predictions, idx_test, y_test, out["test_predictions"])
 
 summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0)), "cnn": elapsed()}

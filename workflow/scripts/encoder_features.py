@@ -35,8 +35,7 @@ for split in ("train", "test"):
     progress(f"{ds}: {split} features {out[split].f.shape} ({elapsed():.1f} s so far)")
     del x
 
-n_classes = len(d["class_names"]) if "class_names" in d else int(
-    max(d["y_train"].max(), d["y_test"].max()) + 1)
+n_classes = data.class_count(d)
 artifacts.write_features(snakemake.output[0], out["train"], out["test"], n_classes=n_classes,
                          wall_seconds=elapsed(), config=cfg)
 progress(f"done in {elapsed():.1f} s")

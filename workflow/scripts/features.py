@@ -112,8 +112,7 @@ for split, size in (("train", snakemake.params.n_train), ("test", snakemake.para
     progress(f"{ds}: {split} features {f.shape} ({elapsed():.1f} s so far)")
     out[split] = artifacts.FeatureSplit(f, y, idx)
 
-n_classes = len(d["class_names"]) if "class_names" in d else int(
-    max(d["y_train"].max(), d["y_test"].max()) + 1)
+n_classes = data.class_count(d)
 atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")
 artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,
                          wall_seconds=elapsed(), config={**fcfg, "topdown": tcfg} if route == "topdown" else fcfg)

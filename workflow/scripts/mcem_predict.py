@@ -19,9 +19,9 @@ from dgdm_tf.core.shards import concat_parts  # noqa: E402
 from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 
 from dgdm_tf.mcem.classify import classify  # noqa: E402
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
@@ -87,11 +87,8 @@ err = topk_errors(scores, labels)
 progress(f"{ds}: {method}: top-1 error {err['top1_error_pct']:.2f}%, top-5 error "
          f"{err['top5_error_pct']:.2f}%")
 
-df = pd.DataFrame({"test_index": np.arange(len(labels)), "label": labels, "predicted": pred})
-for c in range(data.n_classes):
-    df[f"score_{c}"] = scores[:, c]
-with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
-    df.to_csv(tmp, index=False, float_format="%.6g")
+write_predictions(snakemake.output.predictions, np.arange(len(labels)), labels, pred,
+                            scores[:, :data.n_classes])
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
 by_step = {"stream": float(json.loads(open(snakemake.input.data).read()).get("seconds", 0.0))
            if str(snakemake.input.data).endswith(".json") else 0.0,

@@ -19,6 +19,8 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from dgdm_tf.report.scores import error_pct  # noqa: E402
+
 from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
@@ -50,8 +52,7 @@ else:
 
 d = data.load_prepared(snakemake.input.data)
 x, labels, idx = shared_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
-n_classes = len(d["class_names"]) if "class_names" in d else int(
-    max(d["y_train"].max(), d["y_test"].max()) + 1)
+n_classes = data.class_count(d)
 svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}
 svm_hyper["steps"] = int(cfg["svm_steps"])
 progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
@@ -72,7 +73,7 @@ top_shape = (model.top.hs, model.top.ws, model.top.k)
 # training error of the averaged decision values on the chain's own (RB) features
 dv = deep_svm.decision_values(out["samples"]["beta"], out["svm_mean"], out["svm_std"],
                               out["features"].reshape((-1,) + top_shape))
-train_err = 100.0 * float(np.mean(np.argmax(dv, 1) != labels))
+train_err = error_pct(np.argmax(dv, 1), labels)
 progress(f"{ds}: training error of the supervised model {train_err:.2f}%")
 refine.write_trace_csv(snakemake.output.trace, out["trace"], refine.trace_columns(model))
 artifacts.write_supervised_model(

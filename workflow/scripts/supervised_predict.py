@@ -14,8 +14,6 @@ Rule supervised_predict_shard (config `shards` > 1) classifies one shard of the 
 images (or of the mismatch check's training images); this rule then gathers the shards
 (the same bits)."""
 
-import json
-
 from _common import (elapsed, gathered, plain, progress, provenance, shard_job, start,
                      write_resolved_config)
 
@@ -25,16 +23,16 @@ from dgdm_tf.core.random import seed_for  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 
 from dgdm_tf import data
 
 from dgdm_tf.mcem.classify import Classified, classify_supervised, gather_classified  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
-from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -89,7 +87,7 @@ progress(f"{ds}: classifying {len(x)} test images with {n_models} collected mode
 kind = pcfg["features"]
 res = gather_split(x, "test")
 q_traces, infer_seconds = res.q_traces, res.seconds
-per_model = [100.0 * float(np.mean(np.argmax(dv, 1) != labels)) for dv in res.per_model]
+per_model = [error_pct(np.argmax(dv, 1), labels) for dv in res.per_model]
 progress(f"{ds}: test error of each model alone {per_model}% "
          f"({n_models * len(x) / infer_seconds:.2f} image-models/s)")
 mixing_diag = None  # the MCEM MAP route keeps no layer-1 maps
@@ -100,7 +98,7 @@ if res.layer1_pooled is not None:  # does layer 1's activity follow the ink, or 
              f"{mixing_diag['activity_ink_layer1']:.3f} ({len(x)} test images, model 1)")
 scores = res.scores
 pred = np.argmax(scores, 1)
-test_err = 100.0 * float(np.mean(pred != labels))
+test_err = error_pct(pred, labels)
 progress(f"{ds}: supervised model, decision values averaged over {n_models} model(s): "
          f"test error {test_err:.2f}%")
 
@@ -115,16 +113,12 @@ if n_mm > 0:
     progress(f"{ds}: re-inferring {len(xt)} training images by the test route, without labels")
     res_t = gather_split(xt, "mismatch")
     mismatch = {"images": int(len(xt)), "train_error_chain_pct": train_err,
-                "train_error_test_route_pct": 100.0 * float(np.mean(np.argmax(res_t.scores, 1) != yt)),
+                "train_error_test_route_pct": error_pct(np.argmax(res_t.scores, 1), yt),
                 "seconds": float(res_t.seconds)}
     progress(f"{ds}: training images by the test route: error {mismatch['train_error_test_route_pct']:.2f} % "
              f"(the chain's own features: {train_err:.2f} %)")
 
-df = pd.DataFrame({"test_index": idx, "label": labels, "predicted": pred})
-for c in range(n_classes):
-    df[f"score_{c}"] = scores[:, c]
-with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
-    df.to_csv(tmp, index=False, float_format="%.6g")
+write_predictions(snakemake.output.predictions, idx, labels, pred, scores)
 names = [str(v) for v in d["class_names"]] if "class_names" in d else None
 deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_png,
                           f"{ds}: supervised model ({'MCEM MAP' if kind == 'mcem' else 'posterior-mean'} "
@@ -132,16 +126,10 @@ deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_pn
                           class_names=names)
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, "supervised", run_cfg)
 
-summary = json.loads(open(snakemake.input.summary).read())
-by_step = {"prepare": float(summary.get("seconds", 0.0))}
-dict_sizes, n_pre = [], None
-for i, path in enumerate(snakemake.input.layers, start=1):
-    z = artifacts.read_pretrained_layer(path)
-    by_step[f"pretrain_layer{i}"] = z.seconds
-    if i == 1:
-        n_pre = z.n_input
-if cfg["start_from"] == "refined":
-    by_step["refine"] = artifacts.read_refined_model(snakemake.input.refine[0]).seconds
+by_step = artifacts.upstream_seconds(
+    snakemake.input.summary, snakemake.input.layers,
+    snakemake.input.refine[0] if cfg["start_from"] == "refined" else None)
+n_pre = artifacts.read_pretrained_layer(snakemake.input.layers[0]).n_input
 by_step["supervised"] = train_seconds
 by_step["supervised_predict"] = elapsed()
 metrics = {

@@ -66,8 +66,7 @@ for split in ("train", "test"):
         diag["posterior_check"] = res.get("posterior_check")  # are the features a transient
         diag["route"], diag["alg2"] = cfg["route"], res.get("alg2")  # Algorithm 2's iterations
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
-n_classes = len(d["class_names"]) if "class_names" in d else int(
-    max(d["y_train"].max(), d["y_test"].max()) + 1)
+n_classes = data.class_count(d)
 artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,
                          wall_seconds=elapsed(), config=cfg)
 atomic_io.write_text(snakemake.output.mixing, json.dumps(diag, indent=1) + "\n")

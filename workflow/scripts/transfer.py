@@ -11,14 +11,14 @@ start(snakemake, tensorflow=True)
 from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 
 from dgdm_tf import data
 
 from dgdm_tf.mcem import test_time as deep_mcem
-from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
+from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -63,21 +63,18 @@ svm.fit(feats["train"], y_train)
 scores = np.asarray(svm.decision_function(feats["test"]))
 pred = np.argmax(scores, 1)
 acc = class_mean_accuracy(y_test, pred, n_classes)
-err = 100.0 * float(np.mean(pred != y_test))
+err = error_pct(pred, y_test)
 progress(f"{ds}: transfer: accuracy averaged over classes {acc:.2f}%, test error {err:.2f}%")
 
-df = pd.DataFrame({"test_index": np.arange(len(y_test)), "label": y_test, "predicted": pred})
-for c in range(n_classes):
-    df[f"score_{c}"] = scores[:, c]
-with atomic_io.atomic_path(snakemake.output.predictions) as tmp:
-    df.to_csv(tmp, index=False, float_format="%.6g")
+write_predictions(snakemake.output.predictions, np.arange(len(y_test)), y_test, pred,
+                            scores[:, :n_classes])
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, "imagenet_transfer",
                       run_cfg)
 by_step = {"source_mcem_train": source_seconds, "transfer": elapsed()}
 metrics = {
     "dataset": ds, "method": "imagenet_transfer", "source": snakemake.params.source,
     "test_error_pct": err, "test_accuracy_pct": 100.0 - err, "class_mean_accuracy_pct": acc,
-    "train_error_pct": 100.0 * float(np.mean(np.asarray(svm.predict(feats["train"])) != y_train)),
+    "train_error_pct": error_pct(svm.predict(feats["train"]), y_train),
     "n_train": int(len(y_train)), "n_test": int(len(y_test)), "n_classes": n_classes,
     "n_features": int(feats["train"].shape[1]), "image_size": size,
     "wall_seconds": float(sum(by_step.values())), "wall_seconds_by_step": by_step,

@@ -103,7 +103,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
                          refine: pd.DataFrame | None = None,
                          mcem: pd.DataFrame | None = None,
                          stream: pd.DataFrame | None = None,
-                         projection: pd.DataFrame | None = None) -> str:
+                         projection: pd.DataFrame | None = None,
+                         cluster: pd.DataFrame | None = None) -> str:
     """``results/benchmarks.md``. ``time_to_acc``:
     :func:`dgdm_tf.bench.time_to_accuracy.time_to_accuracy` rows with a ``dataset`` key (or
     a ``dataset`` + ``missing`` note where a run is missing); ``cnn_runs``: the CNN runs'
@@ -205,6 +206,8 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
         ]
     if projection is not None and len(projection):
         md += projection_lines(projection)
+    if cluster is not None and len(cluster):
+        md += cluster_lines(cluster)
     md += [
         "## How cost grows with work",
         "",
@@ -308,3 +311,48 @@ def projection_lines(projection: pd.DataFrame) -> list[str]:
                + "; ".join(left) + ".", ""]
     return md
 
+
+
+def cluster_lines(cluster: pd.DataFrame, *, budget_hours: float = 24.0) -> list[str]:
+    """The section of :func:`dgdm_tf.bench.cluster.project_nodes`' rows: each row's hours
+    at each node count, the rows one after another, the stage that takes longest at each
+    count and whether the rows fit ``budget_hours``."""
+    c = cluster
+    first = c.iloc[0]
+    lo = ("not measured (benchmark.projection.cluster.allreduce_floats: [])"
+          if not first["loopback_latency_s"] else
+          f"latency {1e3 * first['loopback_latency_s']:.2f} ms and "
+          f"{first['loopback_bytes_per_s'] / 1e6:.0f} MB/s")
+    md = [
+        "## Projected wall time on a cluster",
+        "",
+        f"The rows above on n nodes of {int(first['cores_per_node'])} cores, each core as fast "
+        f"as one of the {int(first['cores_measured'])} the kernels were measured with "
+        "(`dgdm_tf.bench.cluster`): a chain over the training images splits them over the "
+        "nodes and all-reduces its sums by a ring each time a global conditional needs them "
+        "(`allreduces_per_pass`, `mb_per_pass`); the per-image stages split into jobs that "
+        "exchange nothing. An exchange costs the all-reduce's latency and bandwidth measured "
+        f"between 2 local TensorFlow workers on this machine's loopback ({lo}) plus the "
+        "network's (assumed: benchmark.projection.cluster). The SVM's a, its per-class "
+        "solves, stays serial.",
+        "",
+    ]
+    hours = c.pivot_table(index=["dataset", "row"], columns="nodes", values="hours", aggfunc="sum",
+                          sort=False)
+    total = c.groupby(["dataset", "nodes"], sort=False)["hours"].sum().unstack("nodes")
+    total.index = pd.MultiIndex.from_tuples([(d, "all rows, one after another") for d in total.index],
+                                            names=["dataset", "row"])
+    table = pd.concat([hours, total])
+    table.columns = [f"hours on {n} node{'s' if n > 1 else ''}" for n in table.columns]
+    md += [md_table(table.reset_index()), ""]
+    for (ds, n), part in c.groupby(["dataset", "nodes"], sort=False):
+        worst = part.loc[part["hours"].idxmax()]
+        comm = float((part["passes"] * part["comm_s_per_pass"]).sum() / 3600)
+        fits = "within" if part["hours"].sum() <= budget_hours else "over"
+        md.append(f"- {ds} on {n} node{'s' if n > 1 else ''}: {part['hours'].sum():.1f} h, {fits} "
+                  f"{budget_hours:.0f} h; the longest stage is {worst['row']}'s {worst['stage']} "
+                  f"({worst['hours']:.1f} h), communication {comm:.2f} h in all.")
+    cols = ["dataset", "row", "stage", "kernel", "nodes", "passes", "allreduces_per_pass", "mb_per_pass",
+            "compute_s_per_pass", "comm_s_per_pass", "hours"]
+    md += ["", md_table(c[c["nodes"] == c["nodes"].max()][cols]), ""]
+    return md

@@ -137,7 +137,7 @@ Choices (where the paper is silent)
 * The pickle inside the wheel is only unpickled after its sha256 matched.
 """
 
-from dgdm_tf.data.arrays import load_prepared, select_subset, validate_arrays
+from dgdm_tf.data.arrays import class_count, load_prepared, select_subset, validate_arrays
 from dgdm_tf.data.errors import (ChecksumMismatchError, DataValidationError, DatasetMissingError,
                                  PreprocessingNotImplementedError)
 from dgdm_tf.data.spec import PAPER_DATASETS
@@ -151,7 +151,7 @@ __all__ = [
     "PAPER_DATASETS",
     "fetch_raw",
     "prepare_dataset",
-    "load_prepared",
+    "class_count", "load_prepared",
     "validate_arrays",
     "select_subset",
 ]

@@ -30,6 +30,14 @@ def load_prepared(path: str) -> dict[str, np.ndarray]:
     return out
 
 
+def class_count(prepared: dict) -> int:
+    """The number of classes of a prepared set: its class names, or (arrays without
+    names) one more than the largest label of either split."""
+    if "class_names" in prepared:
+        return len(prepared["class_names"])
+    return int(max(prepared["y_train"].max(), prepared["y_test"].max()) + 1)
+
+
 def validate_arrays(x_train, y_train, x_test, y_test, *, n_classes=None,
                     image_shape=None) -> None:
     """Check a train/test set; raise :class:`DataValidationError` saying what to fix.

@@ -479,3 +479,17 @@ def read_mcem_samples(path) -> McemSamples:
             D=[z.arrays(f"sample{k}_D", n_layers) for k in range(int(z["n_samples"]))],
             beta=z["beta"], mean=z["mean"], std=z["std"], n_layers=n_layers,
             hmc_accept_mean=z["hmc_accept_mean"], wall_seconds=float(z["wall_seconds"]))
+
+
+def upstream_seconds(summary, layers: Sequence = (), refine=None) -> dict[str, float]:
+    """The wall seconds of the rules a row's metrics.json counts before its own, by rule:
+    'prepare' (the data summary.json ``summary``), 'pretrain_layer<i>' for each pretrained
+    layer file, and 'refine' (a refined model file) when given. A resumed chain's seconds
+    are its own clock's where that covers more than the last attempt's script time."""
+    with open(summary) as f:
+        by_step = {"prepare": float(json.load(f).get("seconds", 0.0))}
+    for i, path in enumerate(layers, start=1):
+        by_step[f"pretrain_layer{i}"] = read_pretrained_layer(path).seconds
+    if refine is not None:
+        by_step["refine"] = read_refined_model(refine).seconds
+    return by_step

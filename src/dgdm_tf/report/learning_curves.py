@@ -24,7 +24,7 @@ import numpy as np
 
 from dgdm_tf.data.subsets import subset_indices
 from dgdm_tf.report.paper import PAPER_TABLES
-from dgdm_tf.report.scores import standard_error_pct
+from dgdm_tf.report.scores import error_pct, standard_error_pct
 from dgdm_tf.supervised.feature_view import svm_view
 
 COLUMNS = ("method", "n_train", "n_test", "test_error_pct", "se_pct", "train_error_pct",
@@ -106,8 +106,8 @@ def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: 
         t0 = time.perf_counter()
         model = BayesianSVM(n_classes, seed=seed, progress=svm_progress, **dict(svm))
         model.fit(f_train[sel], y_train[sel])
-        err = 100.0 * float(np.mean(np.asarray(model.predict(f_test)) != y_test))
-        train_err = 100.0 * float(np.mean(np.asarray(model.predict(f_train[sel])) != y_train[sel]))
+        err = error_pct(model.predict(f_test), y_test)
+        train_err = error_pct(model.predict(f_train[sel]), y_train[sel])
         row = {"method": method, "n_train": n, "n_test": n_test, "test_error_pct": err,
                "se_pct": standard_error_pct(err, n_test), "train_error_pct": train_err,
                "seconds": time.perf_counter() - t0, "source": "fit", "note": ""}

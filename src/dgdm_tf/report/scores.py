@@ -20,6 +20,11 @@ def topk_errors(scores, labels, ks=(1, 5)) -> dict:
     return out
 
 
+def error_pct(predicted, labels) -> float:
+    """Test (or train) error in percent: the share of ``predicted`` that differ from ``labels``."""
+    return 100.0 * float(np.mean(np.asarray(predicted) != np.asarray(labels)))
+
+
 def class_mean_accuracy(labels, predicted, n_classes: int | None = None) -> float:
     """Mean over the classes present in ``labels`` of each class's accuracy (%)."""
     labels, predicted = np.asarray(labels), np.asarray(predicted)

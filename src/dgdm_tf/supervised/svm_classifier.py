@@ -343,6 +343,22 @@ class BayesianSVM:
         """``(N,)`` int64 labels: ``argmax_l`` of :meth:`decision_function`."""
         return np.argmax(self.decision_function(features), axis=1).astype(np.int64)
 
+    def em_last_rel_decrease(self) -> float | None:
+        """EM: the objective's relative decrease at the last step, which says how far
+        from converged the MAP is; None for Gibbs, or after one EM step."""
+        self._require_fit()
+        obj = [row["objective"] for row in self.trace]
+        if self.method != "em" or len(obj) < 2:
+            return None
+        return float((obj[-2] - obj[-1]) / abs(obj[-2]))
+
+    def cg_iterations(self) -> int | None:
+        """EM by CG: its iterations summed over the EM steps; None otherwise."""
+        self._require_fit()
+        if self.em_solver_ != "cg":
+            return None
+        return sum(row["cg_iterations"] for row in self.trace)
+
     def raw_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """Posterior-mean weights ``(C, F)`` and biases ``(C,)`` in the raw feature units."""
         self._require_fit()
