@@ -389,6 +389,29 @@ class Wiring:
         return [f"results/{wc.ds}/pretrain/layer{l}.npz"
                 for l in range(1, self.n_layers(wc.ds) + 1)]
 
+    # --- shards of the per-image rules (config `shards`)
+    def shard_inputs(self, rule: str):
+        """The input function of a per-image rule that can be split: with `shards` n > 1,
+        the shard files ``results/{ds}/<folder>/shards/<split>_<i>of<n>.npz`` of its
+        splits, written by rule ``<rule>_shard``, which the rule gathers; with 1 (or a
+        route that is not split) none, and the rule does the per-image work itself."""
+        def files(wc) -> list:
+            n, block = int(self.config["shards"]), self.ds_cfg(wc.ds)
+            if n <= 1:
+                return []
+            if rule == "features" and block["features"]["route"] != "topdown":
+                return []  # the layer-wise chains are not split
+            splits = ("train", "test")
+            if rule == "supervised_predict" and int(block["supervised"]["predict"]["mismatch_images"]) > 0:
+                splits = ("test", "mismatch")  # the mismatch check's training images
+            elif rule in ("supervised_predict", "mcem_predict"):
+                splits = ("test",)
+            folder = {"features": "pretrained_svm", "topdown_features": "unsupervised_svm",
+                      "block_features": "pretrained_block_svm", "supervised_predict": "supervised",
+                      "mcem_predict": getattr(wc, "method", None)}[rule]
+            return [f"results/{wc.ds}/{folder}/shards/{s}_{i}of{n}.npz" for s in splits for i in range(n)]
+        return files
+
     # --- the SVM rows
     def svm_inputs(self, wc) -> dict:
         """The features of method {method}, plus what produced them (for the wall time)."""

@@ -43,6 +43,9 @@ wildcard_constraints:
     ds=dgdm_workflow.dataset_regex([*DATASETS, *ABLATIONS]),
     ablation=dgdm_workflow.dataset_regex([*ABLATIONS, *UNAVAILABLE_ABLATIONS]) or "(?!)",
     l=r"[1-9][0-9]*",
+    split="train|test|mismatch",
+    i=r"[0-9]+",
+    n=r"[1-9][0-9]*",
 
 
 # The helpers the rule files call, bound to this run's config.
@@ -68,6 +71,7 @@ learning_curve_methods = _wiring.learning_curve_methods
 learning_curve_inputs = _wiring.learning_curve_inputs
 learning_curve_rows = _wiring.learning_curve_rows
 refined_start = _wiring.refined_start
+shard_inputs = _wiring.shard_inputs
 training_cfg = dgdm_workflow.training_cfg
 cnn_run_config = _wiring.cnn_run_config
 cnn_at_rows = _wiring.cnn_at_rows

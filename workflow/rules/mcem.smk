@@ -102,11 +102,24 @@ rule mcem_average:
         "../scripts/mcem_average.py"
 
 
+# the settings of rule mcem_predict and of its shards
+MCEM_PREDICT_PARAMS = dict(
+    cfg=lambda wc: ds_cfg(wc.ds)["mcem_predict"],
+    mcem=lambda wc: ds_cfg(wc.ds)["mcem"],
+    stream=lambda wc: ds_cfg(wc.ds)["stream"],
+    layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+    run_config=lambda wc: run_config(wc.ds),
+    config_files=CONFIG_FILES,
+)
+
+
 rule mcem_predict:
     """Classify {ds}'s test images: MAP estimate (mcem_map) or averaged posterior samples
-    (model_averaging); top-1 / top-5 error."""
+    (model_averaging); top-1 / top-5 error. With `shards` > 1 it gathers the test chunks
+    of rule mcem_predict_shard."""
     input:
         unpack(mcem_predict_inputs),
+        shards=shard_inputs("mcem_predict"),
     output:
         metrics="results/{ds}/{method}/metrics.json",
         predictions="results/{ds}/{method}/predictions.csv",
@@ -114,16 +127,34 @@ rule mcem_predict:
     wildcard_constraints:
         method="mcem_map|model_averaging",
     params:
-        cfg=lambda wc: ds_cfg(wc.ds)["mcem_predict"],
-        mcem=lambda wc: ds_cfg(wc.ds)["mcem"],
-        stream=lambda wc: ds_cfg(wc.ds)["stream"],
-        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        run_config=lambda wc: run_config(wc.ds),
-        config_files=CONFIG_FILES,
+        **MCEM_PREDICT_PARAMS,
     log:
         "results/logs/mcem_predict/{ds}_{method}.log",
     benchmark:
         "results/benchmarks/rules/mcem_predict/{ds}_{method}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("mcem_predict"),
+    script:
+        "../scripts/mcem_predict.py"
+
+
+rule mcem_predict_shard:
+    """Shard {i} of {n} of {ds}'s test chunks (config `shards`): their decision values
+    under mcem_map's or model_averaging's models, which rule mcem_predict gathers."""
+    input:
+        unpack(mcem_predict_inputs),
+    output:
+        shard="results/{ds}/{method}/shards/{split}_{i}of{n}.npz",
+    wildcard_constraints:
+        method="mcem_map|model_averaging",
+        split="test",
+    params:
+        **MCEM_PREDICT_PARAMS,
+    log:
+        "results/logs/mcem_predict_shard/{ds}_{method}_{split}_{i}of{n}.log",
+    benchmark:
+        "results/benchmarks/rules/mcem_predict_shard/{ds}_{method}_{split}_{i}of{n}.tsv"
     threads: HEAVY_THREADS
     resources:
         **res("mcem_predict"),

@@ -51,11 +51,24 @@ rule refine:
         "../scripts/refine.py"
 
 
+# the settings of rule topdown_features and of its shards
+TOPDOWN_FEATURES_PARAMS = dict(
+    cfg=lambda wc: ds_cfg(wc.ds)["topdown_features"],
+    layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+    n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
+    n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+    hyper=lambda wc: hyper_of(wc.ds),
+    seed=config["seed"],
+)
+
+
 rule topdown_features:
-    """Top-layer features of {ds} under the refined model (method unsupervised_svm)."""
+    """Top-layer features of {ds} under the refined model (method unsupervised_svm). With
+    `shards` > 1 it gathers the per-image work of rule topdown_features_shard."""
     input:
         data="results/{ds}/data/prepared.npz",
         model="results/{ds}/refine/model.npz",
+        shards=shard_inputs("topdown_features"),
     output:
         features="results/{ds}/unsupervised_svm/features.npz",
         mixing="results/{ds}/unsupervised_svm/mixing.json",
@@ -67,16 +80,32 @@ rule topdown_features:
             labels={"figure": "activity vs ink: unsupervised_svm features", "layer": "1"},
         ),
     params:
-        cfg=lambda wc: ds_cfg(wc.ds)["topdown_features"],
-        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
-        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
-        hyper=lambda wc: hyper_of(wc.ds),
-        seed=config["seed"],
+        **TOPDOWN_FEATURES_PARAMS,
     log:
         "results/logs/topdown_features/{ds}.log",
     benchmark:
         "results/benchmarks/rules/topdown_features/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("topdown_features"),
+    script:
+        "../scripts/topdown_features.py"
+
+
+rule topdown_features_shard:
+    """Shard {i} of {n} of {ds}'s {split} images (config `shards`, whole batches): the
+    per-image part of rule topdown_features, which gathers the shards."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        model="results/{ds}/refine/model.npz",
+    output:
+        shard="results/{ds}/unsupervised_svm/shards/{split}_{i}of{n}.npz",
+    params:
+        **TOPDOWN_FEATURES_PARAMS,
+    log:
+        "results/logs/topdown_features_shard/{ds}_{split}_{i}of{n}.log",
+    benchmark:
+        "results/benchmarks/rules/topdown_features_shard/{ds}_{split}_{i}of{n}.tsv"
     threads: HEAVY_THREADS
     resources:
         **res("topdown_features"),

@@ -56,15 +56,30 @@ rule supervised:
         "../scripts/supervised.py"
 
 
+# the settings of rule supervised_predict and of its shards
+SUPERVISED_PREDICT_PARAMS = dict(
+    cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
+    layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
+    n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
+    n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
+    run_config=lambda wc: run_config(wc.ds, "supervised"),
+    config_files=CONFIG_FILES,
+    hyper=lambda wc: hyper_of(wc.ds),
+    seed=config["seed"],
+)
+
+
 rule supervised_predict:
     """Classify {ds}'s test images with the supervised model: metrics.json,
-    predictions.csv (all C decision values), the confusion matrix."""
+    predictions.csv (all C decision values), the confusion matrix. With `shards` > 1 it
+    gathers the per-image work of rule supervised_predict_shard."""
     input:
         data="results/{ds}/data/prepared.npz",
         model="results/{ds}/supervised/model.npz",
         summary="results/{ds}/data/summary.json",
         layers=all_layer_files,
         refine=refined_start,
+        shards=shard_inputs("supervised_predict"),
     output:
         metrics="results/{ds}/supervised/metrics.json",
         predictions="results/{ds}/supervised/predictions.csv",
@@ -77,18 +92,33 @@ rule supervised_predict:
             labels={"figure": "confusion matrix (test images)"},
         ),
     params:
-        cfg=lambda wc: ds_cfg(wc.ds)["supervised"],
-        layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
-        n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
-        n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
-        run_config=lambda wc: run_config(wc.ds, "supervised"),
-        config_files=CONFIG_FILES,
-        hyper=lambda wc: hyper_of(wc.ds),
-        seed=config["seed"],
+        **SUPERVISED_PREDICT_PARAMS,
     log:
         "results/logs/supervised_predict/{ds}.log",
     benchmark:
         "results/benchmarks/rules/supervised_predict/{ds}.tsv"
+    threads: HEAVY_THREADS
+    resources:
+        **res("supervised_predict"),
+    script:
+        "../scripts/supervised_predict.py"
+
+
+rule supervised_predict_shard:
+    """Shard {i} of {n} (config `shards`, whole batches) of {ds}'s test images
+    ({split} test) or of the mismatch check's training images ({split} mismatch): the
+    kept models' decision values, which rule supervised_predict gathers."""
+    input:
+        data="results/{ds}/data/prepared.npz",
+        model="results/{ds}/supervised/model.npz",
+    output:
+        shard="results/{ds}/supervised/shards/{split}_{i}of{n}.npz",
+    params:
+        **SUPERVISED_PREDICT_PARAMS,
+    log:
+        "results/logs/supervised_predict_shard/{ds}_{split}_{i}of{n}.log",
+    benchmark:
+        "results/benchmarks/rules/supervised_predict_shard/{ds}_{split}_{i}of{n}.tsv"
     threads: HEAVY_THREADS
     resources:
         **res("supervised_predict"),

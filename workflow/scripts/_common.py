@@ -172,21 +172,86 @@ def isolated_rows_csv(specs, run, csv_path, label: str) -> None:
         pd.DataFrame(rows).to_csv(tmp, index=False)
 
 
-def alg2_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
-                  gamma_e_init: float, hyper: dict) -> dict:
-    """Route alg2 of a `topdown_features` block: the MAP top layer by the supplement's
-    Algorithm 2 (dgdm_tf.mcem.test_time.infer_map) with the block's `alg2` settings,
-    from the chain's scan; 'alg2' holds the iterations the images took."""
+# ------------------------------------------------------------ shards (config `shards`)
+def shard_job(snakemake, n_images: int, batch: int, compute, arrays=lambda r: r,
+              what: str = "images") -> None:
+    """A shard rule's job: ``compute(images)`` on its shard of ``n_images`` (shard
+    ``{i}`` of ``{n}``, whole batches of ``batch``: dgdm_tf.core.shards.shard_bounds),
+    its result (``arrays(result)``: a dict of arrays) written to ``output.shard``.
+    ``what`` the units split (images, or chunks of them)."""
+    from dgdm_tf.core.shards import shard_bounds
+    from dgdm_tf.io.shards import write_shard
+
+    i, n = int(snakemake.wildcards.i), int(snakemake.wildcards.n)
+    lo, hi = shard_bounds(n_images, n, batch)[i]
+    progress(f"shard {i + 1} of {n}: {what} {lo}:{hi} of {n_images}")
+    write_shard(snakemake.output.shard, arrays(compute((lo, hi))) if hi > lo else {}, (lo, hi))
+
+
+def gathered(snakemake, split: str, n_images: int, compute, gather, shard_rule: str):
+    """``compute(None)``, the per-image work on all ``n_images`` images of ``split``, or,
+    where the rule reads shard files of ``split`` (`shards` > 1), their results joined
+    by ``gather``: the same bits."""
+    from dgdm_tf.io.shards import read_shards
+
+    files = [p for p in snakemake.input.get("shards", []) if Path(p).name.startswith(f"{split}_")]
+    if not files:
+        return compute(None)
+    progress(f"{split}: gathering {len(files)} shards")
+    return gather(read_shards(files, n_images, shard_rule))
+
+
+def topdown_batch(cfg: dict) -> int:
+    """The batch size of a `topdown_features` block's route: shards hold whole batches."""
+    return int(cfg["alg2"]["batch_size"] if cfg["route"] == "alg2" else cfg["batch_size"])
+
+
+def topdown_per_image(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
+                      gamma_e_init: float, hyper: dict, images=None) -> dict:
+    """The per-image part of a `topdown_features` block's features (of ``images``, a
+    shard, or all): route alg2, dgdm_tf.mcem.test_time.infer_map with the block's `alg2`
+    settings and the chain's scan; route chain, dgdm_tf.topdown.chain.infer_topdown with
+    the chain settings, each chain's features and draws kept where the diagnostics of
+    :func:`topdown_chain_features` read them."""
+    from dgdm_tf.pretrain.ridge_start import RidgeStart
+
+    if cfg["route"] == "alg2":
+        from dgdm_tf.mcem.test_time import infer_map
+
+        a = cfg["alg2"]
+        return infer_map(x, dictionaries, layers, seed=seed, burn_in=int(a["burn_in"]),
+                         iterations=int(a["max_iterations"]), tol=float(a["tol"]),
+                         batch_size=int(a["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e_init,
+                         hyper=hyper, rmsprop_lr=float(a["rmsprop_lr"]), rmsprop_decay=float(a["rmsprop_decay"]),
+                         rmsprop_steps=int(a["rmsprop_steps"]), scan=cfg["scan"], images=images,
+                         progress=progress)
+    from dgdm_tf.topdown import chain as deep_chain
+
+    chains = int(cfg["chains"])
+    return deep_chain.infer_topdown(
+        x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
+        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
+        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=chains,
+        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1,
+        keep_draws=chains > 1 and int(cfg["collect"]) >= 4, images=images, progress=progress)
+
+
+def topdown_gather(cfg: dict):
+    """The function that joins :func:`topdown_per_image`'s shards for ``cfg``'s route."""
+    if cfg["route"] == "alg2":
+        from dgdm_tf.mcem.test_time import gather_map
+
+        return gather_map
+    from dgdm_tf.topdown.chain import gather_topdown
+
+    return gather_topdown
+
+
+def alg2_summary(res: dict, cfg: dict) -> dict:
+    """Route alg2's result with 'alg2', the iterations the images took, and 'chains' 0."""
     import numpy as np
 
-    from dgdm_tf.mcem.test_time import infer_map
-
     a = cfg["alg2"]
-    res = infer_map(x, dictionaries, layers, seed=seed, burn_in=int(a["burn_in"]),
-                    iterations=int(a["max_iterations"]), tol=float(a["tol"]),
-                    batch_size=int(a["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e_init,
-                    hyper=hyper, rmsprop_lr=float(a["rmsprop_lr"]), rmsprop_decay=float(a["rmsprop_decay"]),
-                    rmsprop_steps=int(a["rmsprop_steps"]), scan=cfg["scan"], progress=progress)
     it = res["iterations"]
     res["alg2"] = {"iterations_mean": float(np.mean(it)), "iterations_median": float(np.median(it)),
                    "iterations_max": int(np.max(it)), "converged": float(np.mean(res["converged"])),
@@ -198,9 +263,10 @@ def alg2_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: flo
 
 
 def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s: float,
-                           gamma_e_init: float, hyper: dict, check_seed: int | None = None) -> dict:
+                           gamma_e_init: float, hyper: dict, check_seed: int | None = None,
+                           res: dict | None = None) -> dict:
     """The test-time top-down features of a `topdown_features` block: route alg2
-    (:func:`alg2_features`), or route chain, the chain (dgdm_tf.topdown.chain.infer_topdown)
+    (:func:`alg2_summary`), or route chain, the chain (dgdm_tf.topdown.chain.infer_topdown)
     with the block's chain settings: the features of unsupervised_svm (refined model) and
     of pretrained_svm with `features.route: topdown` (pretrained layers).
     With two or more chains the result also holds 'half_distance'
@@ -210,23 +276,18 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
     R-hat and ESS of the features across the chains). With
     ``check_seed`` and `posterior_check.images` > 0 it also holds 'posterior_check'
     (dgdm_tf.topdown.evidence.posterior_gain on the first images: how much more probable
-    the chain's state gets in `posterior_check.sweeps` more sweeps)."""
+    the chain's state gets in `posterior_check.sweeps` more sweeps). ``res``: the
+    per-image part already computed (:func:`topdown_per_image`, or its shards gathered)."""
     from dgdm_tf.mcmc import diagnostics as mixing
     from dgdm_tf.pretrain.ridge_start import RidgeStart
-    from dgdm_tf.topdown import chain as deep_chain
     from dgdm_tf.topdown import evidence
 
+    if res is None:
+        res = topdown_per_image(x, dictionaries, layers, cfg, seed=seed, gamma_s=gamma_s,
+                                gamma_e_init=gamma_e_init, hyper=hyper)
     if cfg["route"] == "alg2":
-        return alg2_features(x, dictionaries, layers, cfg, seed=seed, gamma_s=gamma_s,
-                             gamma_e_init=gamma_e_init, hyper=hyper)
-    chains = int(cfg["chains"])
-    res = deep_chain.infer_topdown(
-        x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
-        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
-        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=chains,
-        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1,
-        keep_draws=chains > 1 and int(cfg["collect"]) >= 4, progress=progress)
-    if chains > 1:
+        return alg2_summary(res, cfg)
+    if int(cfg["chains"]) > 1:
         res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
         progress(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
                  "about 1.4: unrelated, 0: they agree)")

@@ -2,14 +2,18 @@
 given the image alone, layer by layer, with the pretrained dictionaries, gamma_w and
 mean gamma_e (dgdm_tf.pretrain.block_posterior) -- for the train / test subsets of pretrained_svm
 (the same seeded subsets: `dgdm_tf.data.subsets.shared_subset`). Writes layer 1's activity-ink
-correlation (dgdm_tf.mcmc.diagnostics) beside them."""
+correlation (dgdm_tf.mcmc.diagnostics) beside them.
+
+Rule block_features_shard (config `shards` > 1) computes one split's shard of the images;
+rule block_features then gathers the shards (the same bits)."""
 
 import json
 
-from _common import elapsed, load_layers, plain, progress, start
+from _common import elapsed, gathered, load_layers, plain, progress, shard_job, start
 
 start(snakemake, tensorflow=True)
 
+from dgdm_tf.core.shards import concat_parts  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -34,16 +38,32 @@ progress(f"{ds}: dictionaries {[d.shape for d in dictionaries]}, pools {pools}, 
 kw = dict(gamma_ws=gamma_ws, gamma_es=gamma_es, off=float(cfg["off"]),
           batch_size=int(cfg["batch_size"]))
 
-d = data.load_prepared(snakemake.input.data)
-out = {}
-for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x, y, idx = shared_subset(d, split, size, None, seed, ds)
-    progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
+
+
+def per_image(x, images):
+    """The features and layer 1's pooled maps of ``images`` (a shard, or None: all)."""
     per_layer = []
-    out[split] = artifacts.FeatureSplit(block_posterior.block_posterior_features(
-        x, dictionaries, pools, layer_outputs=per_layer, progress=progress, **kw), y, idx)
+    f = block_posterior.block_posterior_features(x, dictionaries, pools, layer_outputs=per_layer,
+                                                 images=images, progress=progress, **kw)
+    return {"features": f, "layer1_pooled": per_layer[0]}
+
+
+d = data.load_prepared(snakemake.input.data)
+sizes = {"train": snakemake.params.n_train, "test": snakemake.params.n_test}
+if snakemake.rule == "block_features_shard":  # one shard of one split
+    x = shared_subset(d, snakemake.wildcards.split, sizes[snakemake.wildcards.split], None, seed, ds)[0]
+    shard_job(snakemake, len(x), int(cfg["batch_size"]), lambda images: per_image(x, images))
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
+out = {}
+for split in ("train", "test"):
+    x, y, idx = shared_subset(d, split, sizes[split], None, seed, ds)
+    progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
+    res = gathered(snakemake, split, len(x), lambda images: per_image(x, images), concat_parts,
+                   "block_features_shard")
+    out[split] = artifacts.FeatureSplit(res["features"], y, idx)
     if split == "train":
-        diag = mixing.layer1_diagnostics(per_layer[0], x, dictionaries[0].shape[0], pools[0])
+        diag = mixing.layer1_diagnostics(res["layer1_pooled"], x, dictionaries[0].shape[0], pools[0])
         r = diag["activity_ink_layer1"]
         progress(f"{ds}: layer-1 activity-ink correlation {r:.3f}")
         plots.plot_activity(np.array(diag["activity_map_layer1"]), np.array(diag["ink_map_layer1"]),

@@ -5,12 +5,17 @@ settings of `topdown_features`); route `layerwise`: each layer's chain on the po
 output of the layer below (dgdm_tf.pretrain.features).
 
 The subsets (`n_train`, `n_test`; null = all) are the methods' shared seeded subsets
-(dgdm_tf.data.subsets), the same for every method run with the same seed."""
+(dgdm_tf.data.subsets), the same for every method run with the same seed.
+
+Rule features_shard (config `shards` > 1, route topdown) runs the per-image part of one
+split's shard of the images; rule features then gathers the shards (the same bits) and
+adds the diagnostics."""
 
 import json
 
-from _common import (elapsed, layer1_mixing, load_layers, plain, progress, start,
-                     topdown_chain_features)
+from _common import (elapsed, gathered, layer1_mixing, load_layers, plain, progress, shard_job,
+                     start, topdown_batch, topdown_chain_features, topdown_gather,
+                     topdown_per_image)
 
 start(snakemake, tensorflow=True)
 
@@ -59,14 +64,23 @@ def layerwise(x, split):
     return f, per_layer[0], extra
 
 
+def topdown_images(x, split, images):
+    """The per-image part of :func:`topdown` on ``images`` (a shard, or None: all)."""
+    return topdown_per_image(x, dictionaries, layers, tcfg, seed=seed_for(seed, ds, "features", split),
+                             gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
+                             images=images)
+
+
 def topdown(x, split):
     """The top layer given the whole pretrained model: the chain of unsupervised_svm with
     the pretrained layers (gamma_s from the top layer's gamma_w, gamma_e from layer 1's)."""
     check = seed_for(seed, ds, "posterior_check") if split == "train" else None
+    res = gathered(snakemake, split, len(x), lambda images: topdown_images(x, split, images),
+                   topdown_gather(tcfg), "features_shard")
     res = topdown_chain_features(x, dictionaries, layers, tcfg,
                                  seed=seed_for(seed, ds, "features", split),
                                  gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
-                                 check_seed=check)
+                                 check_seed=check, res=res)
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
                                                     "half_distance": res.get("half_distance"),
                                                     "convergence": res.get("convergence"),
@@ -74,8 +88,15 @@ def topdown(x, split):
                                                     "topdown_route": tcfg["route"], "alg2": res.get("alg2")}
 
 
-infer = {"layerwise": layerwise, "topdown": topdown}[route]
 d = data.load_prepared(snakemake.input.data)
+if snakemake.rule == "features_shard":  # one shard of one split's top-down features
+    split = snakemake.wildcards.split
+    x = shared_subset(d, split, {"train": snakemake.params.n_train, "test": snakemake.params.n_test}[split],
+                      None, seed, ds)[0]
+    shard_job(snakemake, len(x), topdown_batch(tcfg), lambda images: topdown_images(x, split, images))
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
+infer = {"layerwise": layerwise, "topdown": topdown}[route]
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
     x, y, idx = shared_subset(d, split, size, None, seed, ds)

@@ -1,15 +1,21 @@
 """rule mcem_predict: classify the test images (supplement Algorithm 2: MCEM MAP of each
 image's top layer given D, then beta^T s) with the MCEM estimate (method mcem_map) or
 with each posterior sample, decision values averaged (model_averaging); top-1 / top-5
-error, predictions with every class's score."""
+error, predictions with every class's score.
+
+Rule mcem_predict_shard (config `shards` > 1) classifies one shard of the test chunks
+(`mcem_predict.chunk` images each, seeded by the chunk's index); this rule then gathers
+the shards (the same bits)."""
 
 import json
 
-from _common import elapsed, plain, progress, provenance, start, write_resolved_config
+from _common import (elapsed, gathered, plain, progress, provenance, shard_job, start,
+                     write_resolved_config)
 
 start(snakemake, tensorflow=True)
 
 from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.core.shards import concat_parts  # noqa: E402
 from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,22 +47,41 @@ data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(sna
                 n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
 
-scores, labels, infer_seconds = [], [], 0.0
-for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
-    res = classify(x, models, mean, std, layers, route="mcem",
-                   seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))],
-                   burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
-                   batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
-                   rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                   scan=mcfg["scan"])
-    infer_seconds += res.seconds
-    scores.append(res.scores)
-    labels.append(np.asarray(y))
-    done = sum(len(s) for s in scores)
-    progress(f"{ds}: {done}/{data.n_test} test images, running top-1 error "
-             f"{100 * np.mean(np.argmax(np.concatenate(scores), 1) != np.concatenate(labels)):.2f}%, "
-             f"{done * len(models) / infer_seconds:.2f} image-models/s")
-scores, labels = np.concatenate(scores), np.concatenate(labels)
+n_chunks = -(-data.n_test // int(pcfg["chunk"]))
+
+
+def predict_chunks(chunks) -> dict:
+    """The decision values and labels of test chunks [start, stop) (None: all), each
+    chunk's models seeded by its index, so a shard of chunks draws what the whole does."""
+    lo, hi = chunks if chunks is not None else (0, n_chunks)
+    scores, labels, seconds = [], [], 0.0
+    for c, (x, y) in enumerate(data.test_chunks(int(pcfg["chunk"]))):
+        if c < lo:
+            continue
+        if c >= hi:
+            break
+        res = classify(x, models, mean, std, layers, route="mcem",
+                       seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))],
+                       burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
+                       batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
+                       rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+                       scan=mcfg["scan"])
+        seconds += res.seconds
+        scores.append(res.scores)
+        labels.append(np.asarray(y))
+        done = sum(len(s) for s in scores)
+        progress(f"{ds}: {done} test images of chunks {lo}:{hi}, running top-1 error "
+                 f"{100 * np.mean(np.argmax(np.concatenate(scores), 1) != np.concatenate(labels)):.2f}%, "
+                 f"{done * len(models) / seconds:.2f} image-models/s")
+    return {"scores": np.concatenate(scores), "labels": np.concatenate(labels), "seconds": seconds}
+
+
+if snakemake.rule == "mcem_predict_shard":  # one shard of the test chunks
+    shard_job(snakemake, n_chunks, 1, predict_chunks, what="test chunks")
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
+res = gathered(snakemake, "test", n_chunks, predict_chunks, concat_parts, "mcem_predict_shard")
+scores, labels, infer_seconds = res["scores"], res["labels"], res["seconds"]
 pred = np.argmax(scores, 1)
 err = topk_errors(scores, labels)
 progress(f"{ds}: {method}: top-1 error {err['top1_error_pct']:.2f}%, top-5 error "

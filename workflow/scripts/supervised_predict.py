@@ -8,9 +8,14 @@ model (D, beta), every test image's top layer S[L] given the image alone, by
          test-time procedure.
 Decision values are averaged over the models, the label is argmax_l. Writes
 metrics.json, predictions.csv (all C decision values), the run's resolved config and the
-confusion matrix."""
+confusion matrix.
 
-from _common import elapsed, plain, progress, provenance, start, write_resolved_config
+Rule supervised_predict_shard (config `shards` > 1) classifies one shard of the test
+images (or of the mismatch check's training images); this rule then gathers the shards
+(the same bits)."""
+
+from _common import (elapsed, gathered, plain, progress, provenance, shard_job, start,
+                     write_resolved_config)
 
 start(snakemake, tensorflow=True)
 
@@ -24,7 +29,7 @@ from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.mcem.classify import classify_supervised  # noqa: E402
+from dgdm_tf.mcem.classify import Classified, classify_supervised, gather_classified  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
@@ -42,15 +47,45 @@ sup = artifacts.read_supervised_model(snakemake.input.model)
 samples_d, n_models, n_classes = sup.samples_D, len(sup.samples_beta), sup.n_classes
 n_train, train_err, train_seconds = int(len(sup.labels)), sup.train_error_pct, sup.seconds
 d = data.load_prepared(snakemake.input.data)
-x, labels, idx = shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
+n_mm = int(pcfg["mismatch_images"])
+
+
+def images_of(split):
+    """(x, labels, indices) of the test images, or of the training images re-inferred for
+    the mismatch check (the first `mismatch_images`)."""
+    if split == "test":
+        return shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
+    return shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, ds)
+
+
+def classified(x, split, images):
+    """The kept models' decision values of ``images`` (a shard, or None: all) of ``split``."""
+    salt = {"test": "supervised_predict", "mismatch": "supervised_mismatch"}[split]
+    return classify_supervised(x, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
+                               seeds=[seed_for(seed, ds, salt, j) for j in range(n_models)],
+                               images=images, progress=progress)
+
+
+def gather_split(x, split):
+    """:func:`classified` on all of ``split``, or its shards gathered."""
+    return gathered(snakemake, split, len(x), lambda images: classified(x, split, images),
+                    lambda parts: gather_classified([Classified.from_arrays(p) for p in parts]),
+                    "supervised_predict_shard")
+
+
+if snakemake.rule == "supervised_predict_shard":  # one shard of the test or mismatch images
+    x = images_of(snakemake.wildcards.split)[0]
+    shard_job(snakemake, len(x), int(pcfg["batch_size"]),
+              lambda images: classified(x, snakemake.wildcards.split, images), lambda r: r.arrays())
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
+x, labels, idx = images_of("test")
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([v.shape[-1] for v in samples_d])
 top_shape = (model.top.hs, model.top.ws, model.top.k)
 progress(f"{ds}: classifying {len(x)} test images with {n_models} collected model(s), {pcfg}")
 
 kind = pcfg["features"]
-res = classify_supervised(x, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
-                          seeds=[seed_for(seed, ds, "supervised_predict", j) for j in range(n_models)],
-                          progress=progress)
+res = gather_split(x, "test")
 q_traces, infer_seconds = res.q_traces, res.seconds
 per_model = [error_pct(np.argmax(dv, 1), labels) for dv in res.per_model]
 progress(f"{ds}: test error of each model alone {per_model}% "
@@ -73,13 +108,10 @@ progress(f"{ds}: supervised model, decision values averaged over {n_models} mode
 # the same kept models: an error far above the chain's own train error says the
 # classifier was fitted to features the test route does not give.
 mismatch = None
-n_mm = int(pcfg["mismatch_images"])
 if n_mm > 0:
-    xt, yt, _ = shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, ds)
+    xt, yt, _ = images_of("mismatch")
     progress(f"{ds}: re-inferring {len(xt)} training images by the test route, without labels")
-    res_t = classify_supervised(xt, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
-                                seeds=[seed_for(seed, ds, "supervised_mismatch", j) for j in range(n_models)],
-                                progress=progress)
+    res_t = gather_split(xt, "mismatch")
     mismatch = {"images": int(len(xt)), "train_error_chain_pct": train_err,
                 "train_error_test_route_pct": error_pct(np.argmax(res_t.scores, 1), yt),
                 "seconds": float(res_t.seconds)}

@@ -1,10 +1,15 @@
 """rule topdown_features: features of method unsupervised_svm -- the Rao-Blackwellised
 posterior mean of the top layer under the refined model (dgdm_tf.topdown.chain.infer_topdown),
-for the same seeded train/test subsets as the other methods (their first images)."""
+for the same seeded train/test subsets as the other methods (their first images).
+
+Rule topdown_features_shard (config `shards` > 1) runs the per-image part of one split's
+shard of the images; rule topdown_features then gathers the shards (the same bits) and
+adds the diagnostics."""
 
 import json
 
-from _common import elapsed, layer1_mixing, plain, progress, start, topdown_chain_features
+from _common import (elapsed, gathered, layer1_mixing, plain, progress, shard_job, start, topdown_batch,
+                     topdown_chain_features, topdown_gather, topdown_per_image)
 
 start(snakemake, tensorflow=True)
 
@@ -23,16 +28,33 @@ layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
 refined = artifacts.read_refined_model(snakemake.input.model)
 d = data.load_prepared(snakemake.input.data)
+sizes = {"train": (snakemake.params.n_train, cfg["n_train"]), "test": (snakemake.params.n_test, cfg["n_test"])}
+
+
+def per_image(x, split, images):
+    """The per-image part of the split's features on ``images`` (a shard, or None: all)."""
+    return topdown_per_image(x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
+                             gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
+                             images=images)
+
+
+if snakemake.rule == "topdown_features_shard":  # one shard of one split
+    split = snakemake.wildcards.split
+    x = shared_subset(d, split, *sizes[split], seed, ds)[0]
+    shard_job(snakemake, len(x), topdown_batch(cfg), lambda images: per_image(x, split, images))
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
 out = {}
-for split, size, own in (("train", snakemake.params.n_train, cfg["n_train"]),
-                         ("test", snakemake.params.n_test, cfg["n_test"])):
+for split in ("train", "test"):
     # the other methods' subset, then its first `own` images
-    x, y, idx = shared_subset(d, split, size, own, seed, ds)
+    x, y, idx = shared_subset(d, split, *sizes[split], seed, ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
+    res = gathered(snakemake, split, len(x), lambda images: per_image(x, split, images),
+                   topdown_gather(cfg), "topdown_features_shard")
     res = topdown_chain_features(
         x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
         gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
-        check_seed=seed_for(seed, ds, "posterior_check") if split == "train" else None)
+        check_seed=seed_for(seed, ds, "posterior_check") if split == "train" else None, res=res)
     if split == "train":
         diag = layer1_mixing(res["layer1_pooled"], x, layers[0]["dict_size"], layers[0]["pool"],
                              snakemake.output.activity_png,

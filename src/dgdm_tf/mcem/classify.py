@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dgdm_tf.mcem.test_time import infer_map
+from dgdm_tf.mcem.test_time import infer_map, q_trace
 from dgdm_tf.supervised.joint_svm import decision_values
 from dgdm_tf.topdown.chain import infer_topdown
 
@@ -29,19 +29,41 @@ class Classified:
     """``scores`` (N, C): decision values averaged over the models; ``per_model`` each
     model's (N, C); ``q_traces`` each model's mean Q per MCEM iteration (route ``mcem``);
     ``layer1_pooled`` the first model's layer-1 pooled posterior mean (route ``gibbs``:
-    the mixing diagnostics read it); ``seconds`` spent inferring features."""
+    the mixing diagnostics read it); ``seconds`` spent inferring features; ``q_sums``,
+    ``q_counts`` each model's per-batch Q sums and image counts (route ``mcem``), from
+    which :func:`gather_classified` rebuilds ``q_traces``."""
     scores: np.ndarray
     per_model: list
     q_traces: list
     layer1_pooled: np.ndarray | None
     seconds: float
+    q_sums: list = dataclasses.field(default_factory=list)
+    q_counts: list = dataclasses.field(default_factory=list)
+
+    def arrays(self) -> dict:
+        """The fields as arrays, each model's stacked (a shard's file): ``from_arrays``
+        reads them back."""
+        out = {"scores": self.scores, "per_model": np.stack(self.per_model),
+               "q_sums": np.asarray(self.q_sums, np.float64), "seconds": float(self.seconds),
+               "q_counts": np.asarray(self.q_counts, np.float64)}
+        if self.layer1_pooled is not None:
+            out["layer1_pooled"] = self.layer1_pooled
+        return out
+
+    @classmethod
+    def from_arrays(cls, d: dict) -> "Classified":
+        q_sums, q_counts = list(d["q_sums"]), list(d["q_counts"])
+        return cls(scores=d["scores"], per_model=list(d["per_model"]),
+                   q_traces=[[float(q) for q in q_trace(s, c)] for s, c in zip(q_sums, q_counts)],
+                   layer1_pooled=d.get("layer1_pooled"), seconds=float(d["seconds"]),
+                   q_sums=q_sums, q_counts=q_counts)
 
 
 def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence[dict], *,
              route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
              collect: int | None = None, chains: int = 1, iterations: int | None = None,
              tol: float = 0.0, rmsprop: dict | None = None, gamma_e_init: float | None = None,
-             hyper: dict | None = None, scan: str,
+             hyper: dict | None = None, scan: str, images: Sequence[int] | None = None,
              progress: Callable[[str], None] | None = None) -> Classified:
     """The decision values of ``x`` under each of ``models`` ((dictionaries, beta (C, F+1))
     pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
@@ -49,7 +71,10 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
     MCEM iterations with ``rmsprop`` (lr, decay, steps) until each image's Q changes by at
     most ``tol`` of itself (at most ``iterations``; :func:`infer_map`); ``gibbs``
     ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
-    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged."""
+    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged. ``images``
+    (start, stop): only those images, whole batches, as the feature functions take it
+    (their draws and outputs are the call's on all of ``x``; :func:`gather_classified`
+    joins such shards)."""
     if route not in ("mcem", "gibbs"):
         raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
     if route == "mcem" and (iterations is None or rmsprop is None):
@@ -57,14 +82,17 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
     if route == "gibbs" and collect is None:
         raise ValueError("route 'gibbs' needs collect")
     common = dict(burn_in=int(burn_in), batch_size=int(batch_size), gamma_s=gamma_s,
-                  gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, progress=progress)
-    per_model, q_traces, layer1, seconds = [], [], None, 0.0
+                  gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, images=images,
+                  progress=progress)
+    per_model, q_traces, q_sums, q_counts, layer1, seconds = [], [], [], [], None, 0.0
     for j, (dictionaries, beta) in enumerate(models):
         if route == "mcem":
             res = infer_map(x, dictionaries, layers, seed=seeds[j], iterations=int(iterations),
                             tol=float(tol), rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
                             rmsprop_steps=int(rmsprop["steps"]), **common)
             q_traces.append([float(q) for q in res["q_trace"]])
+            q_sums.append(res["q_sums"])
+            q_counts.append(res["q_counts"])
             s_top = res["features"]
         else:
             res = infer_topdown(x, dictionaries, layers, seed=seeds[j], collect=int(collect),
@@ -75,11 +103,30 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
         per_model.append(decision_values([beta], mean, std, s_top))
         seconds += res["seconds"]
     return Classified(scores=np.mean(per_model, axis=0), per_model=per_model, q_traces=q_traces,
-                      layer1_pooled=layer1, seconds=seconds)
+                      layer1_pooled=layer1, seconds=seconds, q_sums=q_sums, q_counts=q_counts)
+
+
+def gather_classified(parts: Sequence[Classified]) -> Classified:
+    """:func:`classify`'s result on all images from its results on shards (in image
+    order, each on whole batches via ``images``): each model's decision values, Q sums
+    and layer-1 maps joined, then averaged and traced as :func:`classify` does, bit for
+    bit the unsplit call's."""
+    if not parts:
+        raise ValueError("no shard to gather")
+    per_model = [np.concatenate([p.per_model[j] for p in parts]) for j in range(len(parts[0].per_model))]
+    q_sums = [np.concatenate([p.q_sums[j] for p in parts]) for j in range(len(parts[0].q_sums))]
+    q_counts = [np.concatenate([p.q_counts[j] for p in parts]) for j in range(len(parts[0].q_counts))]
+    layer1 = (None if parts[0].layer1_pooled is None
+              else np.concatenate([p.layer1_pooled for p in parts]))
+    return Classified(scores=np.mean(per_model, axis=0), per_model=per_model,
+                      q_traces=[[float(q) for q in q_trace(s, c)] for s, c in zip(q_sums, q_counts)],
+                      layer1_pooled=layer1, seconds=float(sum(p.seconds for p in parts)),
+                      q_sums=q_sums, q_counts=q_counts)
 
 
 def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict], *,
                         seeds: Sequence[int], hyper: dict | None, scan: str,
+                        images: Sequence[int] | None = None,
                         progress: Callable[[str], None] | None = None) -> Classified:
     """:func:`classify` with the kept models of a supervised model ``sup``
     (:class:`dgdm_tf.io.artifacts.SupervisedModel`) and the settings of a
@@ -97,4 +144,4 @@ def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict
                     batch_size=int(predict["batch_size"]),
                     rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
                     gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,
-                    progress=progress)
+                    images=images, progress=progress)

@@ -40,6 +40,7 @@ from dgdm_tf.topdown.top_units import top_unit_terms
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.compiled import cached_builder, compiled
+from dgdm_tf.core.shards import concat_parts, image_range
 from dgdm_tf.core.model import DeepModel, layer_inputs
 
 
@@ -160,7 +161,7 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
               seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
               gamma_e_init: float | None = None, hyper: dict | None = None,
               rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              tol: float = 0.0, scan: str = "random",
+              tol: float = 0.0, scan: str = "random", images: Sequence[int] | None = None,
               progress: Callable[[str], None] | None = print) -> dict:
     """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
     dictionaries fixed (gamma_s from ``gamma_s``, then drawn per image and map unless it
@@ -172,9 +173,12 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     Returns {'features': (N, F) the MAP S[L] (vectorised, NHWC order), 'layer1_pooled':
     layer 1's pooled output at the last iteration (its S when it is the top), 'iterations':
     (N,) the iterations each image took, 'converged': (N,) whether it met ``tol``, 'q_trace':
-    (iterations run,) mean Q per image over the images that ran each iteration,
+    (iterations run,) mean Q per image over the images that ran each iteration, its
+    per-batch sums 'q_sums' and image counts 'q_counts' (batches, ``iterations``),
     'seconds'}. Batch b is seeded by fold-in of (seed, b): results do not depend on the
-    batches before it. The compiled sweep and iteration are shared by every call on an
+    batches before it. ``images`` (start, stop): only those images' batches, whole ones
+    (:func:`dgdm_tf.core.shards.shard_bounds`), with the same draws and outputs as in
+    the call on all of ``x``; :func:`gather_map` joins such shards into that call's result. The compiled sweep and iteration are shared by every call on an
     equal model (:func:`dgdm_tf.core.compiled.cached_builder`): traced once per shape.
     ``scan``: the visiting order of the Gibbs sweeps and E-steps (:class:`DeepModel`); the
     M-step's coordinate ascent keeps index order.
@@ -190,10 +194,10 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
     gibbs_fn = make_sweep_fn(model, update_globals=False)
     mcem_fn = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay, steps=rmsprop_steps)
-    feats, iters, conv, l1s = [], [], [], []
-    q_sum, q_cnt = np.zeros(iterations), np.zeros(iterations)
+    feats, iters, conv, l1s, q_sums, q_counts = [], [], [], [], [], []
+    lo, hi = image_range(images, len(x), batch_size)
     t0 = time.time()
-    for b0 in range(0, len(x), batch_size):
+    for b0 in range(lo, hi, batch_size):
         real = x[b0: b0 + batch_size]
         n_real = len(real)
         # a partial batch is padded with copies of its images (dropped below): one traced
@@ -213,11 +217,13 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         took = np.zeros(n_real, np.int64)
         done = np.zeros(n_real, bool)
         q_prev = None
+        q_sums.append(np.zeros(iterations))
+        q_counts.append(np.zeros(iterations))
         for t in range(iterations):
             st, w, v, _, q = mcem_fn(st, w, v, xb)
             q = np.asarray(q, np.float64)[:n_real]
-            q_sum[t] += float(np.sum(q))
-            q_cnt[t] += n_real
+            q_sums[-1][t] = float(np.sum(q))
+            q_counts[-1][t] = n_real
             if q_prev is not None and tol > 0:
                 newly = ~done & (np.abs(q - q_prev) <= tol * np.maximum(np.abs(q_prev), 1e-30))
                 if newly.any():
@@ -236,11 +242,32 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
         l1s.append(np.asarray(xs[1] if model.n_layers > 1 else st.s_top)[:n_real])
         iters.append(took)
         conv.append(done)  # tol 0: no image met a rule, none is called converged
-        n_done = b0 + n_real
-        say(f"test-time MCEM: {n_done}/{len(x)} images, iterations {np.mean(took):.1f} (max {took.max()}), "
+        n_done = b0 + n_real - lo
+        say(f"test-time MCEM: {n_done}/{hi - lo} images, iterations {np.mean(took):.1f} (max {took.max()}), "
             f"converged {np.mean(done):.0%}, {n_done / max(time.time() - t0, 1e-9):.2f} images/s")
-    ran = q_cnt > 0
+    q_sums, q_counts = np.stack(q_sums), np.stack(q_counts)
     return {"features": np.concatenate(feats), "layer1_pooled": np.concatenate(l1s),
             "iterations": np.concatenate(iters),
-            "converged": np.concatenate(conv), "q_trace": q_sum[ran] / q_cnt[ran],
-            "seconds": time.time() - t0}
+            "converged": np.concatenate(conv), "q_trace": q_trace(q_sums, q_counts),
+            "q_sums": q_sums, "q_counts": q_counts, "seconds": time.time() - t0}
+
+
+def q_trace(q_sums: np.ndarray, q_counts: np.ndarray) -> np.ndarray:
+    """Mean Q per image at each iteration that some batch ran, from the per-batch sums
+    and counts (batches, iterations), added batch after batch in image order (so shards
+    joined give the unsplit call's bits)."""
+    total, count = np.zeros(q_sums.shape[1]), np.zeros(q_sums.shape[1])
+    for s, c in zip(q_sums, q_counts):
+        total += s
+        count += c
+    ran = count > 0
+    return total[ran] / count[ran]
+
+
+def gather_map(parts: Sequence[dict]) -> dict:
+    """:func:`infer_map`'s result on all images from its results on shards (in image
+    order, each on whole batches via ``images``): the arrays joined, 'q_trace' from the
+    joined per-batch sums, bit for bit the unsplit call's."""
+    out = concat_parts(parts)
+    out["q_trace"] = q_trace(out["q_sums"], out["q_counts"])
+    return out

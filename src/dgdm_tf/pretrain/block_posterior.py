@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.shards import image_range
 
 
 @compiled
@@ -79,12 +80,17 @@ def block_posterior_features(x: np.ndarray, dictionaries: Sequence[np.ndarray],
                              pools: Sequence[int], *, gamma_ws: Sequence[float],
                              gamma_es: Sequence[float], off: float = 0.9,
                              batch_size: int = 2000, layer_outputs: list | None = None,
+                             images: Sequence[int] | None = None,
                              progress: Callable[[str], None] | None = None) -> np.ndarray:
     """(N, F) top-layer features, every layer's blocks evaluated in isolation;
-    ``layer_outputs``, a list, receives each layer's pooled maps (N, h, w, K)."""
+    ``layer_outputs``, a list, receives each layer's pooled maps (N, h, w, K). ``images``
+    (start, stop): only those images, whole batches of ``batch_size``
+    (:func:`dgdm_tf.core.shards.shard_bounds`), which the call on all of ``x`` computes
+    in the same batches, so their outputs are its bits."""
     if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_es):
         raise ValueError("one pooling size, gamma_w and gamma_e per dictionary are needed")
-    h = np.asarray(x, np.float32)
+    lo, hi = image_range(images, len(x), int(batch_size))
+    h = np.asarray(x[lo:hi], np.float32)
     for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_es)):
         h = block_posterior_layer(h, d, p, gamma_w=gw, gamma_e=ge, off=off, batch_size=batch_size)
         check_finite(f"layer {l + 1} block-posterior features", h)

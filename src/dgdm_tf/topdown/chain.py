@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
+from dgdm_tf.core.shards import concat_parts, image_range
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.pretrain.chain_parts import check_finite
@@ -46,6 +47,7 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
                   gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
                   chains: int = 1, chain_orders: str = "permuted", scan: str = "random", start=None,
                   keep_chains: bool = False, keep_draws: bool = False,
+                  images: Sequence[int] | None = None,
                   progress: Callable[[str], None] | None = print) -> dict:
     """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
     theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
@@ -60,7 +62,10 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     'seconds'}; with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
     mean (their average is 'features'); with ``keep_draws`` also 'draws': (chains, collect,
     N, F), every collected sweep's features (for R-hat and ESS across chains). Batch b's chain is seeded by
-    fold-in of (seed, b), so results do not depend on the batches before it.
+    fold-in of (seed, b), so results do not depend on the batches before it. ``images``
+    (start, stop): only those images' batches, whole ones
+    (:func:`dgdm_tf.core.shards.shard_bounds`), with the same draws and outputs as in the
+    call on all of ``x``; :func:`gather_topdown` joins such shards into that call's result.
 
     The reconstruction is Rao-Blackwellised twice, each sweep adding g at conditional
     means given the state before it: the top units' (drawn against that unpooling), and,
@@ -101,8 +106,9 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
     feats, recs, l1s, per_chain, draws = [], [], [], [], []
     fns = {}
+    lo, hi = image_range(images, len(x), batch_size)
     t0 = time.time()
-    for b0 in range(0, len(x), batch_size):
+    for b0 in range(lo, hi, batch_size):
         xb = x[b0: b0 + batch_size]
         mb = None if mask is None else tf.constant(mask[b0: b0 + batch_size])
         unseen = [None] * len(lower)
@@ -148,8 +154,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
             per_chain.append(np.stack(f_chain))
         if keep_draws:
             draws.append(np.stack(d_chain).reshape(int(chains), collect, nb, -1))
-        done = b0 + nb
-        say(f"top-down inference: {done}/{len(x)} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
+        done = b0 + nb - lo
+        say(f"top-down inference: {done}/{hi - lo} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     out = {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
            "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
            "seconds": time.time() - t0}
@@ -158,6 +164,13 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     if keep_draws:
         out["draws"] = np.concatenate(draws, axis=2)
     return out
+
+
+def gather_topdown(parts: Sequence[dict]) -> dict:
+    """:func:`infer_topdown`'s result on all images from its results on shards (in image
+    order, each on whole batches via ``images``): every array joined along its image
+    axis, bit for bit the unsplit call's."""
+    return concat_parts(parts, {"chain_features": 1, "draws": 2})
 
 
 def chain_states(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *, seed,
