@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: 7 images in chunks of 3: three chunks, the last one short (worker 0 sweeps chunks 0
 #: and 2, worker 1 chunk 1)
 KW = dict(seed=1, burn_in=2, collect=2, gamma_e_init=50.0, gamma_s_init=0.25, n_leapfrog=3,
-          chunk=3, checkpoint_every=2, progress=None, distribute=True)
+          chunk=3, checkpoint_every=2, progress=None)
 
 
 def test_one_worker_shards_sum_and_map_as_one_process():
@@ -49,7 +49,7 @@ def test_one_worker_shards_sum_and_map_as_one_process():
 def test_distributed_refinement_needs_chunks():
     _, d_true, x = _draw(4, seed=5)
     with pytest.raises(ValueError, match="needs chunk"):
-        refine.run_refine(x, d_true, LAYERS, **{**KW, "chunk": None})
+        refine.run_refine(x, d_true, LAYERS, **{**KW, "chunk": None}, distribute=True)
 
 
 #: the supervised model's settings (labels: image i is of class i mod 3)
@@ -72,7 +72,7 @@ WORKER = textwrap.dedent("""
     tmp = {tmp!r}
     for name, stop in (("full", None), ("from_one", None), ("two_then_one", 2)):
         refine.run_refine(x, d_true, LAYERS, checkpoint_dir=os.path.join(tmp, name),
-                          stop_after=stop, **kw)
+                          stop_after=stop, distribute=True, **kw)
     print("done", team.index)
 """)
 
@@ -96,19 +96,21 @@ def _assert_same_chain(a, b):
 @pytest.mark.slow
 @pytest.mark.parametrize("supervised", [False, True], ids=["refinement", "supervised"])
 def test_two_worker_processes_draw_the_one_process_chain(tmp_path, supervised):
-    """One process, then two workers over localhost: the same final state (D, gamma_s,
-    gamma_e, every image's Z and S, the seed; the supervised model's SVM and kept
-    models), sums and trace, bit for bit. Two workers resume a one-process checkpoint,
-    and one process resumes the two workers'."""
+    """The chunked chain of one process without ``distribute`` (the reference), then two
+    workers over localhost: the same final state (D, gamma_s, gamma_e, every image's Z
+    and S, the seed; the supervised model's SVM and kept models), sums and trace, bit
+    for bit. Two workers resume a checkpoint of one distributed worker, and one resumes
+    the two workers'."""
     _, d_true, x = _draw(7, seed=5)
     kw = dict(KW, **(SUPERVISED if supervised else {}))
     labels = {"labels": np.arange(len(x)) % 3} if supervised else {}
-    refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "ref", **kw, **labels)
+    refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "ref", **kw, **labels,
+                      distribute=False)
     ref = _final(tmp_path / "ref")
     assert any(k.startswith("state_z_") for k in ref[0]) and "state_gamma_e" in ref[0]
     assert ("svm_beta" in ref[0] and "sample1_beta" in ref[0]) == supervised
     assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "one",
-                             stop_after=2, **kw, **labels) is None
+                             stop_after=2, **kw, **labels, distribute=True) is None
     shutil.copytree(tmp_path / "one", tmp_path / "from_one")
 
     code = WORKER.format(src=str(REPO / "src"), tests=str(REPO / "tests"),
@@ -127,6 +129,6 @@ def test_two_worker_processes_draw_the_one_process_chain(tmp_path, supervised):
     said = []
     kw["progress"] = said.append
     refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "two_then_one", **kw,
-                      **labels)
+                      **labels, distribute=True)
     assert "resuming refinement from checkpoint at sweep 2/4" in said[0]
     _assert_same_chain(_final(tmp_path / "two_then_one"), ref)
