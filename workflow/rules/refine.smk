@@ -2,7 +2,8 @@
 # features (method unsupervised_svm), generation and missing-data interpolation.
 #
 # Crash safety as pretraining: the chain checkpoints into results/{ds}/refine/ckpt/,
-# which is not an output, so `--rerun-incomplete` resumes from it.
+# which is not an output, so `--rerun-incomplete` resumes from it. With refine.workers > 1
+# the chain runs data-parallel, one worker per Slurm task (or local process).
 
 
 rule refine:
@@ -47,6 +48,8 @@ rule refine:
     threads: HEAVY_THREADS
     resources:
         **res("refine"),
+        # Slurm: one task per worker of the chain (the script starts them with srun)
+        tasks=lambda wc: ds_cfg(wc.ds)["refine"]["workers"],
     script:
         "../scripts/refine.py"
 

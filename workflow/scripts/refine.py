@@ -4,14 +4,30 @@ dictionaries (dgdm_tf.topdown.chain.run_refine).
 The images are the first `refine.n_images` of the pretraining subset. The chain
 checkpoints into `params.checkpoint_dir` (not an output: it survives a kill and
 `--rerun-incomplete` resumes from it); removed when done unless `keep_checkpoints`.
+
+With `refine.workers` > 1 this job runs the script again as that many workers
+(dgdm_tf.core.cluster.run_as_workers: srun's tasks under Slurm, local processes
+elsewhere) and waits; each worker runs the chain data-parallel, and worker 0 writes the
+outputs.
 """
 
 import shutil
+import sys
 from pathlib import Path
 
 from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
+
+from dgdm_tf.core import cluster  # noqa: E402
+
+n_workers = int(plain(snakemake.params.refine)["workers"])
+if n_workers > 1 and not cluster.is_worker():
+    progress(f"refining with {n_workers} workers")
+    cluster.run_as_workers([sys.executable, sys.argv[0]], n_workers, threads=int(snakemake.threads))
+    progress(f"done in {elapsed():.1f} s")
+    raise SystemExit(0)
+team = cluster.workers() if n_workers > 1 else cluster.Workers()  # before TensorFlow runs
 
 from dgdm_tf.core.random import seed_for  # noqa: E402
 
@@ -51,7 +67,9 @@ out = refine.run_refine(
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
     power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
-    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"])
+    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"], distribute=n_workers > 1)
+if not team.chief:  # the chief writes the outputs
+    raise SystemExit(0)
 
 model = DeepModel(x.shape[1:], layers, hyper).with_ks([d.shape[-1] for d in dictionaries])
 cols = refine.trace_columns(model)

@@ -15,6 +15,13 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from dgdm_tf.core.cluster import all_gather
+
+
+def chunk_size(chunk) -> int | None:
+    """Images per chunk of a ``chunk`` argument (None, an int or a :class:`Shards`)."""
+    return chunk.size if isinstance(chunk, Shards) else (None if chunk is None else int(chunk))
+
 
 def _take(tensors: Sequence[tf.Tensor], lo, size: int) -> list:
     """Images [lo, lo + size) of each tensor (leading axis), with static shapes."""
@@ -52,7 +59,10 @@ def sum_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | N
 
     ``shared`` go into the loop as loop variables, so that a ``tf.GradientTape`` inside
     ``fn`` can watch them (the gradient of a sum over images, one chunk at a time).
-    ``chunk`` None (or at least N): one call on every image."""
+    ``chunk`` None (or at least N): one call on every image; a :class:`Shards`: its
+    chunks, over its workers."""
+    if isinstance(chunk, Shards):
+        return chunk.total(fn, per_image, shared)
     n = _check(per_image, chunk)
     shared = list(shared)
     if chunk is None or int(chunk) >= n:
@@ -76,7 +86,10 @@ def sum_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | N
 
 def map_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | None) -> tf.Tensor:
     """``fn(*[t[c] for t in per_image])`` (one tensor, images on its leading axis) for each
-    chunk c, joined in image order. ``chunk`` None (or at least N): one call."""
+    chunk c, joined in image order. ``chunk`` None (or at least N): one call; a
+    :class:`Shards`: its chunks, over its workers."""
+    if isinstance(chunk, Shards):
+        return chunk.map(fn, per_image)
     n = _check(per_image, chunk)
     if chunk is None or int(chunk) >= n:
         return fn(*per_image)
@@ -95,3 +108,94 @@ def map_over_chunks(fn: Callable, per_image: Sequence[tf.Tensor], chunk: int | N
     if rest:
         out = tf.concat([out, fn(*_after(_take(per_image, n_full * chunk, rest), out))], 0)
     return out
+
+
+class Shards:
+    """A chain's images in chunks of ``size`` (the last one shorter), chunk c swept by
+    worker c mod W of ``workers`` (:class:`dgdm_tf.core.cluster.Workers`). The chunks, and
+    so every chunk's seeds and sums, do not depend on the workers: a worker computes its
+    own chunks' values, an all-gather hands every worker every chunk's values bit for
+    bit, and each worker sums them in :func:`sum_over_chunks`'s order (the last, short
+    chunk first, then chunk 0, 1, ...). So 1, 2 or W workers compute the same sums.
+
+    Used as the ``chunk`` of :func:`sum_over_chunks` and :func:`map_over_chunks`."""
+
+    def __init__(self, size: int, workers):
+        if int(size) < 1:
+            raise ValueError(f"chunk must be a positive number of images, got {size}")
+        self.size, self.workers = int(size), workers
+
+    def cache_key(self):
+        return (self.size, self.workers.cache_key())
+
+    def spans(self, n: int) -> list[tuple[int, int, int]]:
+        """(chunk index, first image, end) of every chunk of ``n`` images, in order."""
+        return [(c, lo, min(lo + self.size, n)) for c, lo in enumerate(range(0, n, self.size))]
+
+    def owned(self, n: int) -> list[tuple[int, int, int]]:
+        """The spans this worker sweeps: chunks index, index + W, ..."""
+        w = self.workers
+        spans = self.spans(n)
+        if len(spans) < w.count:
+            raise ValueError(f"{n} images in chunks of {self.size} make {len(spans)} chunks, "
+                             f"fewer than the {w.count} workers: use smaller chunks")
+        return spans[w.index::w.count]
+
+    def _slots(self, n: int) -> int:
+        return -(-len(self.spans(n)) // self.workers.count)
+
+    def _gather(self, own: list, n: int, per_image: bool) -> list:
+        """Every chunk's nest from each worker's nests of its own chunks (``own``, in the
+        order of :meth:`owned`), exactly; per-image leaves are padded to ``size`` rows
+        for the gather and cut back after."""
+        spans, count = self.spans(n), self.workers.count
+        slots = self._slots(n)
+        leaves = [tf.nest.flatten(v) for v in own]
+        out = [[] for _ in spans]
+        for i, first in enumerate(leaves[0]):
+            rows = []
+            for v in leaves:
+                t = v[i]
+                if per_image and int(t.shape[0]) < self.size:
+                    t = tf.pad(t, [[0, self.size - int(t.shape[0])]] + [[0, 0]] * (t.shape.rank - 1))
+                rows.append(t)
+            shape = rows[0].shape
+            rows += [tf.zeros(shape, first.dtype)] * (slots - len(rows))
+            got = all_gather(tf.stack(rows), count)  # W, slots, ...
+            for c, lo, hi in spans:
+                t = got[c % count, c // count]
+                out[c].append(t[: hi - lo] if per_image else t)
+        return [tf.nest.pack_sequence_as(own[0], v) for v in out]
+
+    def exchange(self, own: list, n: int) -> list:
+        """Every chunk's per-image nest (images on the leading axis) from each worker's
+        own chunks' (in the order of :meth:`owned`): what each worker swept, on every
+        worker."""
+        return self._gather(own, n, per_image=True)
+
+    def _own_values(self, fn, per_image, shared, n) -> list:
+        """``fn`` on each of this worker's chunks, one after the other (each chunk's work
+        waits for the one before it, as in :func:`sum_over_chunks`)."""
+        outs = []
+        for _, lo, hi in self.owned(n):
+            parts = _take(per_image, lo, hi - lo)
+            if outs:
+                parts = _after(parts, outs[-1])
+            outs.append(fn(*shared, *parts))
+        return outs
+
+    def total(self, fn: Callable, per_image: Sequence[tf.Tensor], shared=()):
+        """:func:`sum_over_chunks` over the workers: the same chunks, the same order."""
+        n = _check(per_image, self.size)
+        every = self._gather(self._own_values(fn, per_image, list(shared), n), n, per_image=False)
+        n_full, rest = divmod(n, self.size)
+        order = ([n_full] if rest else []) + list(range(n_full))
+        acc = every[order[0]]
+        for c in order[1:]:
+            acc = tf.nest.map_structure(tf.add, acc, every[c])
+        return acc
+
+    def map(self, fn: Callable, per_image: Sequence[tf.Tensor]) -> tf.Tensor:
+        """:func:`map_over_chunks` over the workers: every image's value on every worker."""
+        n = _check(per_image, self.size)
+        return tf.concat(self.exchange(self._own_values(fn, per_image, [], n), n), 0)

@@ -60,7 +60,9 @@ class Checkpoint:
     """Where and how often a chain saves itself. ``path`` None: never (no resumption).
     ``resumed`` / ``stale`` are the log lines on resuming and on a checkpoint of other
     inputs (``{done}``, ``{total}``, ``{path}`` filled in). ``save_start``: write the
-    first state before the first step (a chain whose state also lives in files)."""
+    first state before the first step (a chain whose state also lives in files).
+    ``write`` False: read the checkpoint but never write it (the workers of a
+    data-parallel chain other than its chief, which hold the same state)."""
     path: Path | None
     fingerprint: str
     every: int = 10
@@ -68,6 +70,7 @@ class Checkpoint:
     resumed: str = "resuming from checkpoint at sweep {done}/{total} ({path})"
     stale: str = "checkpoint {path} is from different inputs or settings; starting afresh"
     save_start: bool = False
+    write: bool = True
 
     def load(self, total: int, say: Callable[[str], None]) -> dict | None:
         """The checkpoint's arrays (every key), or None when there is none that fits."""
@@ -87,7 +90,7 @@ class Checkpoint:
         return arrays
 
     def save(self, done: int, rows: list[dict], arrays: dict, sums: dict | None) -> None:
-        if self.path is None:
+        if self.path is None or not self.write:
             return
         # uncompressed: compressing the float state every few steps costs seconds
         atomic_io.save_npz(self.path, compressed=False, fingerprint=np.array(self.fingerprint),

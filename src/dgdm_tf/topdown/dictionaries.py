@@ -18,7 +18,7 @@ from dgdm_tf.pretrain import kernel as pretrain
 from dgdm_tf.pretrain.blocks import nhwc_to_blocks
 from dgdm_tf.pretrain.dictionary import d_statistics, draw_d
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
-from dgdm_tf.core.image_chunks import map_over_chunks, sum_over_chunks
+from dgdm_tf.core.image_chunks import chunk_size, map_over_chunks, sum_over_chunks
 from dgdm_tf.core.model import (DeepModel, dense_indicators, down_from, layer_inputs,
                                 unpool_blocks)
 from dgdm_tf.core.ops import full_conv
@@ -80,7 +80,7 @@ class _Images:
         return map_over_chunks(one, self.per_image, self.chunk)
 
 
-def _resample_d0_chunked(state: DeepState, x, model: DeepModel, seed, chunk: int):
+def _resample_d0_chunked(state: DeepState, x, model: DeepModel, seed, chunk):
     """D[0] | rest from its sums over images (the pretraining kernel's ``statistics`` route,
     :func:`dgdm_tf.pretrain.dictionary.draw_d`), accumulated a chunk of images at a time.
     The same maps, order and seeds as the one-call draw; the two agree to round-off."""
@@ -168,20 +168,21 @@ def resample_d(state: DeepState, x, model: DeepModel, l: int, seed, *, mask=None
     """D[l] | rest: exact Gaussian draw for l = 0, HMC (Metropolis-corrected) for l >= 1.
 
     ``chunk``: read the images that many at a time (memory; the sums over images are the
-    same up to round-off, and D[0] takes the sums-over-images route of its draw).
+    same up to round-off, and D[0] takes the sums-over-images route of its draw); a
+    :class:`dgdm_tf.core.image_chunks.Shards`: its chunks, summed over its workers.
     ``n_leapfrog``: the HMC's leapfrog steps; ``power_iterations``: the power iterations
     that estimate lambda_max for its step (:func:`hmc_tuning`; any count keeps the kernel
     exact, fewer give a less accurate, bolder step; docs/findings/hmc_power_iterations.md).
     Returns (state, acceptance probability) -- 1.0 for the exact draw.
     """
-    if chunk is not None and int(chunk) >= int(x.shape[0]):
+    if chunk is not None and chunk_size(chunk) >= int(x.shape[0]):
         chunk = None
     if l == 0:
         if mask is not None:
             raise NotImplementedError("D[0] is drawn with every pixel observed; hold the "
                                       "dictionaries fixed when pixels are missing")
         if chunk is not None:
-            return _resample_d0_chunked(state, x, model, seed, int(chunk))
+            return _resample_d0_chunked(state, x, model, seed, chunk)
         g = model.geoms[0]
         s_l = _layer_s(state.s_top, state.d, model, 0, dense_z(state, model))
         lm = LayerModel(g, model.hyper, top=False, n_images=int(x.shape[0]))

@@ -18,8 +18,9 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from dgdm_tf.core import random
+from dgdm_tf.core import cluster, random
 from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
@@ -143,7 +144,7 @@ class _RefineKernel(Kernel):
         state = init_state(self.x, self.model, self.dictionaries,
                            random.salted(self.seed, "refine_start", tf.int32),
                            gamma_e_init=self.gamma_e_init, gamma_s_init=self.gamma_s_init,
-                           chunk=self.chunk)
+                           chunk=chunk_size(self.chunk))
         return state, None, []
 
     def restore(self, z):
@@ -232,7 +233,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
                svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
-               scan: str = "random") -> dict | None:
+               scan: str = "random", distribute: bool = False) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
     ``chunk``: draw the per-image steps that many images at a time (memory: the top
@@ -261,6 +262,17 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     of beta from its conditional given the kept state, so a decision value averaged over
     them is Rao-Blackwellised over beta (a side computation: the chain goes on from the
     kept state, unchanged).
+
+    ``distribute``: run data-parallel over the workers of this process's cluster
+    (:func:`dgdm_tf.core.cluster.workers`: Slurm's tasks, TF_CONFIG's workers, or this
+    process alone), every worker running ``run_refine`` with the same arguments. Worker
+    w sweeps the images of chunks w, w + W, ... (``chunk`` images each, so ``chunk``
+    must be given); every chunk's draws are seeded by the chunk, and the dictionaries'
+    sums are taken over every worker's chunks in the order one process takes them
+    (:class:`dgdm_tf.core.image_chunks.Shards`), so every worker holds the same state,
+    and 1, 2 or W workers draw the same chain, bit for bit: the chain of ``chunk``
+    without ``distribute``. Only the chief (worker 0) writes the checkpoint and the
+    trace; a checkpoint resumes with any number of workers.
     """
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
@@ -274,7 +286,16 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised, scan=scan).with_ks(ks)
     total = burn_in + collect * thin
     chunk = int(chunk) if chunk is not None and int(chunk) < len(x) else None
-    extra = {} if chunk is None else {"chunk": chunk}
+    team = cluster.workers() if distribute else cluster.Workers()
+    if distribute:
+        if chunk is None:
+            raise ValueError("a distributed chain needs chunk: fewer images per chunk than "
+                             f"the {len(x)} images, at least one chunk per worker")
+        chunk = Shards(chunk, team)
+        chunk.owned(len(x))  # enough chunks for the workers
+        if not team.chief:  # the chief reports and writes; the others sweep
+            say, trace_path = (lambda _m: None), None
+    extra = {} if chunk is None else {"chunk": chunk_size(chunk)}
     if scan != "fixed":  # absent for the old sampler's order: its checkpoints still resume
         extra["scan"] = scan
     keep = set(range(collect))
@@ -300,7 +321,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                            svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
                            say=say, trace_path=trace_path)
     ck = Checkpoint(Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None, fp,
-                    every=checkpoint_every,
+                    every=checkpoint_every, write=team.chief,
                     resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
     run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
     if run is None:

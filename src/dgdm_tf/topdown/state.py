@@ -39,6 +39,11 @@ def take_images(state: DeepState, sl: slice) -> DeepState:
     return state._replace(**out)
 
 
+def image_fields(state: DeepState) -> dict:
+    """The per-image fields of ``state`` by name (what a chunk of images hands on)."""
+    return {f: getattr(state, f) for f in PER_IMAGE_FIELDS}
+
+
 def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
     """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
     out = {}

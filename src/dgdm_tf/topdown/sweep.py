@@ -15,6 +15,7 @@ import tensorflow as tf
 from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
+from dgdm_tf.core.image_chunks import Shards
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.topdown.conjugate import (
     resample_gamma_e,
@@ -23,7 +24,8 @@ from dgdm_tf.topdown.conjugate import (
     resample_theta,
 )
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS, resample_d
-from dgdm_tf.topdown.state import DeepState, concat_images, fold_seed, residual, take_images
+from dgdm_tf.topdown.state import (DeepState, concat_images, fold_seed, image_fields, residual,
+                                   take_images)
 from dgdm_tf.topdown.top_units import resample_top
 from dgdm_tf.topdown.unpooling import resample_z
 
@@ -100,7 +102,7 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     return state, stats
 
 
-def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, adapt,
+def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
                       n_leapfrog: int, power_iterations: int, fast_bottom: bool,
                       svm_hyper=None):
     """:func:`sweep` with the per-image steps run ``chunk`` images at a time, one compiled
@@ -109,7 +111,11 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
     fold-in of c into the sweep's streams (chunk 0 by the streams themselves, so one chunk
     of all images is :func:`sweep`). The D steps sum their statistics over the same chunks
     (:mod:`dgdm_tf.core.image_chunks`), so no step holds every image's dense maps: the
-    same draws as all images at once up to round-off, D[0] by its sums-over-images route."""
+    same draws as all images at once up to round-off, D[0] by its sums-over-images route.
+
+    ``chunk`` a :class:`dgdm_tf.core.image_chunks.Shards`: the same chunks and seeds, each
+    worker sweeping its own chunks and the D steps summing over every worker's; the
+    workers then hold the same state, and it is the state one worker gets."""
     local = compiled(
         lambda st, x, s1, s2, terms: local_steps(
             st._replace(resid=residual(st, x, model)), x, model, s1, s2,
@@ -134,8 +140,10 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
         if svm is not None:
             terms = deep_svm.unit_terms(svm, y, state.s_top.shape[1:], svm_hyper)
         parts, expected = [], []
-        for c, lo in enumerate(range(0, n, chunk)):
-            sl = slice(lo, min(lo + chunk, n))
+        spans = (chunk.owned(n) if isinstance(chunk, Shards)
+                 else [(c, lo, min(lo + chunk, n)) for c, lo in enumerate(range(0, n, chunk))])
+        for c, lo, hi in spans:
+            sl = slice(lo, hi)
             tc = None if terms is None else {**terms, "target": terms["target"][sl],
                                              "weight": terms["weight"][sl]}
             s1, s2 = ((seeds.top, seeds.blocks) if c == 0
@@ -143,6 +151,10 @@ def _chunked_sweep_fn(model: DeepModel, chunk: int, *, update_globals: bool, ada
             st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
             parts.append(st_c)
             expected.append(ex)
+        if isinstance(chunk, Shards):  # every worker's chunks, on every worker
+            swept = chunk.exchange([(image_fields(p), e) for p, e in zip(parts, expected)], n)
+            parts = [state._replace(**fields) for fields, _ in swept]
+            expected = [e for _, e in swept]
         state, accept = glob(concat_images(state, parts), x, seeds, ad)
         stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
         if svm is None:
@@ -231,7 +243,8 @@ def make_sweep_fn(model: DeepModel, *, mask_given: bool = False, update_globals:
     if chunk is not None:
         if mask_given:
             raise ValueError("chunked sweeps take no mask (refinement and training have none)")
-        return _chunked_sweep_fn(model, int(chunk), svm_hyper=svm_hyper, adapt=adapt, **kw)
+        chunk = chunk if isinstance(chunk, Shards) else int(chunk)
+        return _chunked_sweep_fn(model, chunk, svm_hyper=svm_hyper, adapt=adapt, **kw)
     if svm_hyper is not None:
         return compiled(bind(lambda st, svm, x, y, adapt: supervised_sweep(
             st, svm, x, y, model, svm_hyper, adapt=adapt, **kw)), reduce_retracing=True)
