@@ -93,3 +93,50 @@ def test_cluster_section_says_whether_the_rows_fit_the_day():
     assert "## Projected wall time on a cluster" in md and "hours on 8 nodes" in md
     assert "mnist on 1 node: 100.0 h, over 24 h" in md
     assert "mnist on 8 nodes: 13.0 h, within 24 h" in md
+
+
+def _stage(dataset, row, stage, nodes, hours):
+    return {"dataset": dataset, "row": row, "stage": stage, "nodes": nodes, "hours": hours}
+
+
+def test_rule_runtimes_take_the_spread_rules_at_n_nodes_and_the_rest_at_one():
+    rows = []
+    for n, h in ((1, 80.0), (8, 10.0)):
+        rows += [_stage("m", "(pretraining, shared)", "pretraining layer 1", n, h / 10),
+                 _stage("m", "(pretraining, shared)", "pretraining layer 2", n, h / 20),
+                 _stage("m", "unsupervised_svm", "refinement", n, h),
+                 _stage("m", "unsupervised_svm", "top-down features (train + test): sweeps", n, h / 100),
+                 _stage("m", "unsupervised_svm", "top-down features (train + test): MCEM iterations, at most", n, h / 50),
+                 _stage("m", "supervised", "supervised chain", n, h),
+                 _stage("m", "pretrained_svm", "Bayesian SVM (Gibbs)", n, 0.001),
+                 _stage("m", "supervised", "Bayesian SVM (Gibbs)", n, 0.5)]
+    got = C.rule_runtimes(rows, nodes=8, headroom=1.5)["m"]
+    assert got["refine"] == math.ceil(1.5 * 10.0 * 60)                       # spread: 8 nodes
+    assert got["topdown_features"] == math.ceil(1.5 * (0.1 + 0.2) * 60)      # both stages, 8 nodes
+    assert got["supervised"] == math.ceil(1.5 * 80.0 * 60)                   # one node
+    assert got["pretrain_layer"] == math.ceil(1.5 * 8.0 * 60)                # the longer layer
+    assert got["svm"] == 45                                                  # the longer row's SVM
+    assert C.rule_runtimes(rows, nodes=8, headroom=1.0, minimum=10)["m"]["svm"] == 30
+    assert "features" not in got  # no pretrained_svm top-down stage in these rows
+
+
+def test_paper_config_gives_cifar10_its_own_runtimes_and_mnist_the_rules():
+    """config/paper.yaml's per-dataset runtimes reach the rules' resources by wildcard;
+    a dataset without its own keeps `resources.<rule>`."""
+    import sys
+    from types import SimpleNamespace
+    from pathlib import Path
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "workflow" / "lib"))
+    import dgdm_workflow as W
+
+    config = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    wiring = W.Wiring(config)
+    refine = wiring.res("refine")
+    assert refine["runtime"](SimpleNamespace(ds="cifar10")) == config["resources_by_dataset"]["cifar10"]["refine"]["runtime"]
+    assert refine["runtime"](SimpleNamespace(ds="mnist")) == config["resources"]["refine"]["runtime"]
+    assert refine["mem_mb"](SimpleNamespace(ds="cifar10")) == config["resources"]["refine"]["mem_mb"]
+    assert wiring.res("tables") == {"mem_mb": 500, "runtime": 5, "gpu": 0}  # no override: plain values
+    assert config["datasets"]["mnist"]["refine"]["workers"] == config["shards"] == 8

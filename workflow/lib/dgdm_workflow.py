@@ -312,10 +312,21 @@ class Wiring:
 
     # --- config lookups
     def res(self, rule_name: str) -> dict:
-        """The `resources:` of a rule from config key `resources.<rule>`."""
-        r = self.config["resources"][rule_name]
+        """The `resources:` of a rule from config key `resources.<rule>`, replaced for a
+        dataset's jobs by `resources_by_dataset.<ds>.<rule>` where that is given."""
+        base = self.config["resources"][rule_name]
+        by_ds = {ds: rules[rule_name] for ds, rules in
+                 (self.config.get("resources_by_dataset") or {}).items() if rule_name in rules}
         # `gpu` is the name Snakemake's executors (SLURM: --gpus) read
-        return {"mem_mb": r["mem_mb"], "runtime": r["runtime"], "gpu": r["gpus"]}
+        names = {"mem_mb": "mem_mb", "runtime": "runtime", "gpu": "gpus"}
+        if not by_ds:
+            return {res: base[key] for res, key in names.items()}
+
+        def of(key: str):
+            def value(wildcards) -> int:
+                return by_ds.get(getattr(wildcards, "ds", None), {}).get(key, base[key])
+            return value
+        return {res: of(key) for res, key in names.items()}
 
     def ds_cfg(self, ds: str) -> dict:
         return self.datasets[ds]

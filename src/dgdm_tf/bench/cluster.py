@@ -209,3 +209,41 @@ def combined_link(loopback: dict, *, network_latency_s: float, network_gbit_s: f
     lo_bps = loopback["bytes_per_s"]
     bps = 1.0 / (1.0 / net_bps + (0.0 if not np.isfinite(lo_bps) else 1.0 / lo_bps))
     return loopback["latency_s"] + network_latency_s, bps
+
+
+#: the rule that runs each projected stage (by row and the stage's first words), and
+#: whether that rule spreads over the nodes: the refinement as ``refine.workers``
+#: data-parallel workers, the per-image rules as ``shards`` jobs. The pretraining, the
+#: supervised chain and the SVM run as one job on one node.
+STAGE_RULES = (
+    ("(pretraining, shared)", "pretraining layer", "pretrain_layer", False),
+    ("pretrained_svm", "top-down features", "features", True),
+    ("unsupervised_svm", "refinement", "refine", True),
+    ("unsupervised_svm", "top-down features", "topdown_features", True),
+    ("supervised", "supervised chain", "supervised", False),
+    ("supervised", "test features", "supervised_predict", True),
+    (None, "Bayesian SVM", "svm", False),
+)
+
+
+def rule_runtimes(rows: list[dict], *, nodes: int, headroom: float = 1.5,
+                  minimum: int = 10) -> dict[str, dict[str, int]]:
+    """Each dataset's Slurm runtime (minutes) per rule from :func:`project_nodes`'s rows:
+    ``headroom`` times the projected hours of the rule's stages, at ``nodes`` nodes for a
+    rule that spreads over them (:data:`STAGE_RULES`) and at 1 node otherwise; one job per
+    pretraining layer and per SVM row, so those take the largest of their stages."""
+    hours: dict[tuple[str, str], float] = {}
+    for r in rows:
+        match = next(((rule, split) for row, stage, rule, split in STAGE_RULES
+                      if (row is None or row == r["row"]) and r["stage"].startswith(stage)), None)
+        if match is None or r["nodes"] != (nodes if match[1] else 1):
+            continue
+        key = (r["dataset"], match[0])
+        if match[0] in ("pretrain_layer", "svm"):
+            hours[key] = max(hours.get(key, 0.0), r["hours"])
+        else:
+            hours[key] = hours.get(key, 0.0) + r["hours"]
+    out: dict[str, dict[str, int]] = {}
+    for (ds, rule), h in sorted(hours.items()):
+        out.setdefault(ds, {})[rule] = max(minimum, int(np.ceil(headroom * h * 60)))
+    return out
