@@ -144,7 +144,7 @@ def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_pat
 @pytest.mark.slow
 @pytest.mark.parametrize("batch_size,ckpt_name,resumed", [
     (None, "checkpoint.npz", "resuming from checkpoint"),
-    (50, "stream/head.npz", "resuming from the streamed state")])
+    (50, "batches/head.npz", "resuming from the batched state")])
 def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_size, ckpt_name,
                                                              resumed):
     """Kill the snakemake job (SIGKILL, whole process group) once the chain has written a

@@ -143,13 +143,13 @@ rule benchmark_projection:
         "../scripts/benchmark_projection.py"
 
 
-rule benchmark_stream:
+rule benchmark_batched_pretrain:
     """Batched pretraining's peak memory and speed against the data set's size
-    (benchmark.stream_images), each size in its own process (dgdm_tf.bench.stream)."""
+    (benchmark.batched_pretrain_images), each size in its own process (dgdm_tf.bench.batched_pretrain)."""
     input:
         prepared=lambda wc: f"results/{benchmark_dataset()}/data/prepared.npz",
     output:
-        "results/benchmarks/stream.csv",
+        "results/benchmarks/batched_pretrain.csv",
     params:
         dataset=benchmark_dataset(),
         layer=lambda wc: ds_cfg(benchmark_dataset())["model"]["layers"][0],
@@ -157,16 +157,16 @@ rule benchmark_stream:
         benchmark=config["benchmark"],
         hyper=config["hyper"],
         seed=config["seed"],
-        workdir="results/benchmarks/stream_state",
+        workdir="results/benchmarks/batched_pretrain_state",
     log:
-        "results/logs/benchmark_stream/benchmark_stream.log",
+        "results/logs/benchmark_batched_pretrain/benchmark_batched_pretrain.log",
     benchmark:
-        "results/benchmarks/rules/benchmark_stream/benchmark_stream.tsv"
+        "results/benchmarks/rules/benchmark_batched_pretrain/benchmark_batched_pretrain.tsv"
     threads: HEAVY_THREADS
     resources:
-        **res("benchmark_stream"),
+        **res("benchmark_batched_pretrain"),
     script:
-        "../scripts/benchmark_stream.py"
+        "../scripts/benchmark_batched_pretrain.py"
 
 
 rule benchmarks:
@@ -181,7 +181,7 @@ rule benchmarks:
         machine="results/benchmarks/machine.json",
         tables="results/tables.md",
         mcem=["results/benchmarks/mcem.csv"] if config["benchmark"]["mcem_shapes"] else [],
-        stream=["results/benchmarks/stream.csv"] if config["benchmark"]["stream_images"] else [],
+        batched_pretrain=["results/benchmarks/batched_pretrain.csv"] if config["benchmark"]["batched_pretrain_images"] else [],
         projection=(["results/benchmarks/projection.csv"]
                     if config["benchmark"]["projection"]["datasets"] else []),
         cluster=(["results/benchmarks/cluster.csv"]

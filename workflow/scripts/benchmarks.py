@@ -42,13 +42,14 @@ with atomic_io.atomic_path(snakemake.output.scaling_csv) as tmp:
         tmp, index=False)
 plots.plot_scaling(scaling, snakemake.output.scaling_png, machine=machine)
 mcem = pd.read_csv(snakemake.input.mcem[0]) if snakemake.input.mcem else None
-stream = pd.read_csv(snakemake.input.stream[0]) if snakemake.input.stream else None
+batched_pretrain = (pd.read_csv(snakemake.input.batched_pretrain[0]) if snakemake.input.batched_pretrain
+                    else None)
 projection = pd.read_csv(snakemake.input.projection[0]) if snakemake.input.projection else None
 cluster = pd.read_csv(snakemake.input.cluster[0]) if snakemake.input.cluster else None
 md = render_benchmarks_md(
     machine=machine, config_files=snakemake.params.config_files, layers=layers, cnn=cnn,
     scaling=scaling, time_to_acc=tta, cnn_runs=cnn_runs, jobs=jobs, refine=refine, mcem=mcem,
-    stream=stream, projection=projection, cluster=cluster,
+    batched_pretrain=batched_pretrain, projection=projection, cluster=cluster,
     scaling_png=os.path.relpath(snakemake.output.scaling_png,
                                 Path(snakemake.output.md).parent))
 atomic_io.write_text(snakemake.output.md, md)

@@ -5,7 +5,7 @@ l > 1 to layer l-1's pooled posterior-mean features `x_next`. The chain checkpoi
 `params.checkpoint_dir` (not a Snakemake output, so it survives a kill and
 `--rerun-incomplete` resumes from it); it is removed once the layer's npz is written,
 unless `pretrain.keep_checkpoints` is true. With `pretrain.batch_size` the chain's
-per-image state lives there too (dgdm_tf.pretrain.stream_chain), one batch in memory at a time.
+per-image state lives there too (dgdm_tf.pretrain.batched_chain), one batch in memory at a time.
 """
 
 import shutil

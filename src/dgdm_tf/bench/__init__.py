@@ -1,1 +1,1 @@
-"""Benchmarks: each sampler step against its convolution floor, MCEM, streamed pretraining."""
+"""Benchmarks: each sampler step against its convolution floor, MCEM, batched pretraining."""

@@ -102,7 +102,7 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
                          jobs: pd.DataFrame, scaling_png: str,
                          refine: pd.DataFrame | None = None,
                          mcem: pd.DataFrame | None = None,
-                         stream: pd.DataFrame | None = None,
+                         batched_pretrain: pd.DataFrame | None = None,
                          projection: pd.DataFrame | None = None,
                          cluster: pd.DataFrame | None = None) -> str:
     """``results/benchmarks.md``. ``time_to_acc``:
@@ -198,22 +198,22 @@ def render_benchmarks_md(*, machine: dict, config_files, layers: pd.DataFrame,
             md_table(mcem),
             "",
         ]
-    if stream is not None and len(stream):
+    if batched_pretrain is not None and len(batched_pretrain):
         md += [
             "## Pretraining in batches: memory against the data set's size",
             "",
-            "Layer 1 pretrained with `pretrain.batch_size` (`dgdm_tf.pretrain.stream_chain`: one "
+            "Layer 1 pretrained with `pretrain.batch_size` (`dgdm_tf.pretrain.batched_chain`: one "
             "batch's state in memory, the rest on disk, D drawn from statistics summed over "
             "the batches) on random images of the dataset's shape, each size in its own "
-            "process (`dgdm_tf.bench.stream`): its start (the configured "
-            "`pretrain.start`), then `stream_sweeps` sweeps. `peak_rss_mb`: the process's "
+            "process (`dgdm_tf.bench.batched_pretrain`): its start (the configured "
+            "`pretrain.start`), then `batched_pretrain_sweeps` sweeps. `peak_rss_mb`: the process's "
             "peak; `state_on_disk_mb`: both buffers of the per-image state; "
             "`in_memory_state_mb`: what the unbatched chain holds between sweeps at that "
             "size (its transients come on top); `ratio_to_floor`: a sweep against one "
             "generative + adjoint pass over the same images; `ratio_to_exact_floor`: against "
             "the sweep's exact floor at the floor's rate (`dgdm_tf.bench.exact_floor`).",
             "",
-            md_table(stream),
+            md_table(batched_pretrain),
             "",
         ]
     if projection is not None and len(projection):

@@ -34,7 +34,7 @@ from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState, init_state
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.pretrain.chain_parts import check_finite, maps_to_keep, report_sweep
-from dgdm_tf.pretrain.stream_chain import run_streamed_layer
+from dgdm_tf.pretrain.batched_chain import run_batched_layer
 
 
 def fingerprint(*arrays: np.ndarray, **kwargs) -> str:
@@ -180,7 +180,7 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     ``stop_after`` ends the run early after that many sweeps in total (used to test
     resumption); the result is then ``None``. ``batch_size`` sweeps the images in
     batches of that many with the per-image state on disk under ``checkpoint_dir``
-    (:mod:`dgdm_tf.pretrain.stream_chain`: memory bounded by the batch, a checkpoint every sweep,
+    (:mod:`dgdm_tf.pretrain.batched_chain`: memory bounded by the batch, a checkpoint every sweep,
     ``checkpoint_every`` unused); ``None`` holds every image's state in memory.
 
     Returns {'D', 'kept', 'usage', 'x_next', 'gamma_e', 'gamma_w', 'sweeps', 'seconds'}.
@@ -218,9 +218,9 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     ckdir = Path(checkpoint_dir) if checkpoint_dir else None
     if batch_size is not None:
         # without a checkpoint folder the state lives in a temporary one (no resumption)
-        with (contextlib.nullcontext(ckdir / "stream") if ckdir else
-              tempfile.TemporaryDirectory(prefix="dgdm_stream_")) as state_dir:
-            return run_streamed_layer(
+        with (contextlib.nullcontext(ckdir / "batches") if ckdir else
+              tempfile.TemporaryDirectory(prefix="dgdm_batches_")) as state_dir:
+            return run_batched_layer(
                 x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
                 collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
                 state_dir=state_dir, trace_path=trace_path, say=say, jit_compile=jit_compile,

@@ -1,4 +1,4 @@
-"""What the in-memory (:mod:`dgdm_tf.pretrain.chain`) and the batched (:mod:`dgdm_tf.pretrain.stream_chain`)
+"""What the in-memory (:mod:`dgdm_tf.pretrain.chain`) and the batched (:mod:`dgdm_tf.pretrain.batched_chain`)
 pretraining drivers share: the seeds' salts, the finiteness check, the trace (its
 columns, its TSV, the progress line) and the pruning rule."""
 

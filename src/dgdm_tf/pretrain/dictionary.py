@@ -12,7 +12,7 @@ correlation moves with it. They differ in how that is kept current:
       F[k]    = sum_n gamma_e[n] f_r[n] conj(f_s[n, k])      (Hx, Wx/2+1, K, C)
       Q[k, j] = sum_n gamma_e[n] f_s[n, k] conj(f_s[n, j])   (Hx, Wx/2+1, K, K)
   then F[j] -= FFT(Delta_k) Q[k, j] per map, independent of N; the residual is rebuilt
-  from X and the new D at the end. Batched pretraining (:mod:`dgdm_tf.pretrain.stream`)
+  from X and the new D at the end. Batched pretraining (:mod:`dgdm_tf.pretrain.batched`)
   accumulates F and Q batch by batch.
 
 The same maps in the same order with the same seeds: the routes' draws agree to

@@ -1,6 +1,6 @@
-"""Peak memory and speed of batched (streamed) pretraining as the data set grows: one
+"""Peak memory and speed of batched pretraining as the data set grows: one
 layer on random images of its shape, each size in its own process so that its peak RSS
-is its own:  python -m dgdm_tf.bench.stream '<json spec>'  prints one JSON line.
+is its own:  python -m dgdm_tf.bench.batched_pretrain '<json spec>'  prints one JSON line.
 
 spec: {"name", "image_shape": [H, W, C], "layer": {dict_size, n_dict, pool},
 "n_images", "batch_size" (null: every image in memory, the unbatched chain), "sweeps",
@@ -20,13 +20,13 @@ import numpy as np
 
 def state_bytes_per_image(geom) -> dict:
     """Bytes a chain keeps per image between sweeps: the unbatched chain's PretrainState
-    (dense s, int32 z, padded residual, theta, gamma_e) and a streamed batch file's
+    (dense s, int32 z, padded residual, theta, gamma_e) and a batch file's
     (int8 z, one float32 weight per block, theta, gamma_e). Transients come on top."""
     g = geom
     blocks = g.gh * g.gw * g.k * g.nch * g.ncw
     theta = g.k * g.n_states * 4
     return {"in_memory": blocks * (g.p * g.p * 4 + 4) + g.hr * g.wr * g.c * 4 + theta + 4,
-            "streamed": blocks * (1 + 4) + theta + 4}
+            "batched": blocks * (1 + 4) + theta + 4}
 
 
 def measure(spec: dict) -> dict:
@@ -101,7 +101,7 @@ def _timed(fn) -> float:
 def run_isolated(spec: dict, timeout: float = 7200) -> dict:
     """:func:`measure` in a fresh Python process (its own peak RSS)."""
     from dgdm_tf.bench.timing import run_module_isolated
-    return run_module_isolated("dgdm_tf.bench.stream", spec, timeout)
+    return run_module_isolated("dgdm_tf.bench.batched_pretrain", spec, timeout)
 
 
 if __name__ == "__main__":

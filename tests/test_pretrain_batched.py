@@ -1,4 +1,4 @@
-"""The streamed pretraining sweep (image batches, D from summed statistics, state on
+"""The batched pretraining sweep (image batches, D from summed statistics, state on
 disk): D's draw is resample_d's, the sweep keeps the joint (Geweke), recovers a known
 dictionary, and a killed run resumes bit for bit. Fixed seeds, stated tolerances."""
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.pretrain import chain, stream_chain as chain_stream
+from dgdm_tf.pretrain import chain, batched_chain as chain_batched
 from dgdm_tf.pretrain import kernel as P, layer_model as PM
-from dgdm_tf.pretrain import dictionary as PD, stream as S
+from dgdm_tf.pretrain import dictionary as PD, batched as S
 from dgdm_tf.core.layout import LayerGeometry
 from _deep_geweke import geweke_chains
 from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
@@ -55,12 +55,12 @@ def test_stored_blocks_rebuild_the_state_exactly():
 
 
 @pytest.mark.slow
-def test_geweke_streamed_sweep():
-    """Successive-conditional simulation through the streamed sweep keeps the joint
+def test_geweke_batched_sweep():
+    """Successive-conditional simulation through the batched sweep keeps the joint
     (|z| < 4: 300 chains of 20 sweeps), two images in two batches of one, the nine test
     functions of the in-memory sweep's Geweke test (test_pretrain_kernel.py). Its power: with
     D's statistics taken from the blocks before the (z, W) step instead of after (a
-    plausible slip of a streamed sweep) the data-reconstruction cross term gave z = 4.2;
+    plausible slip of a batched sweep) the data-reconstruction cross term gave z = 4.2;
     errors inside D's draw are pinned by test_d_from_batch_statistics_is_resample_d."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)
     n = 2
@@ -77,7 +77,7 @@ def test_geweke_streamed_sweep():
     def start(c):
         prm = forward_params(rng, geom, model, n)
         x = forward_data(rng, geom, prm)
-        glob = S.StreamGlobals(d=tf.constant(prm["d"]), gamma_w=tf.constant(prm["gamma_w"]),
+        glob = S.BatchedGlobals(d=tf.constant(prm["d"]), gamma_w=tf.constant(prm["gamma_w"]),
                                seed=tf.constant([2025, c]))
         return (glob, locals_of(prm), x), layer_stats(prm, x, geom, model)
 
@@ -89,7 +89,7 @@ def test_geweke_streamed_sweep():
         def write(b, loc, _expected):
             new[b] = loc
 
-        glob, _ = S.streamed_sweep(glob, n, lambda b: (locs[b], x[b:b + 1], inf), write, model,
+        glob, _ = S.batched_sweep(glob, n, lambda b: (locs[b], x[b:b + 1], inf), write, model,
                                    batch_fn, global_fn)
         z = np.concatenate([loc["z"] for loc in new], axis=3).astype(np.int32)
         w = np.concatenate([loc["w"] for loc in new], axis=3)
@@ -105,7 +105,7 @@ def test_geweke_streamed_sweep():
 
 
 @pytest.mark.slow
-def test_streamed_chain_recovers_known_dictionary(tmp_path):
+def test_batched_chain_recovers_known_dictionary(tmp_path):
     """test_pretrain's recovery data (500 images, 4 known 5x5 atoms) in batches of 125:
     the collected dictionary matches the truth with mean cosine >= 0.9 and the fit
     reaches the noise level, as the in-memory chain does."""
@@ -128,7 +128,7 @@ ARGS = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2,
             prune_min_usage=0.3, progress=None, batch_size=4)
 
 
-def test_killed_streamed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
+def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     """A run stopped after 5 sweeps, and one killed in the middle of sweep 8 (a batch
     half written), both resume to the uninterrupted run's outputs exactly; pruning at
     the end of burn-in happens between them."""
@@ -139,7 +139,7 @@ def test_killed_streamed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", stop_after=5,
                                     **{**ARGS, "progress": lines.append}) is None
     writes = []
-    real_write = chain_stream.BatchStore.write
+    real_write = chain_batched.BatchStore.write
 
     def dying_write(self, buffer, b, arrays):
         writes.append(b)
@@ -147,36 +147,36 @@ def test_killed_streamed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         real_write(self, buffer, b, arrays)
 
-    monkeypatch.setattr(chain_stream.BatchStore, "write", dying_write)
+    monkeypatch.setattr(chain_batched.BatchStore, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
                                  **{**ARGS, "progress": lines.append})
-    monkeypatch.setattr(chain_stream.BatchStore, "write", real_write)
+    monkeypatch.setattr(chain_batched.BatchStore, "write", real_write)
     resumed = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
                                        **{**ARGS, "progress": lines.append})
-    assert any("resuming from the streamed state at sweep 5" in m for m in lines)
-    assert any("resuming from the streamed state at sweep 7" in m for m in lines)
+    assert any("resuming from the batched state at sweep 5" in m for m in lines)
+    assert any("resuming from the batched state at sweep 7" in m for m in lines)
     for key in ("D", "x_next", "usage", "gamma_e", "gamma_w", "kept"):
         np.testing.assert_array_equal(full[key], resumed[key], err_msg=key)
     assert [r["sweep"] for r in resumed["trace"]] == list(range(1, 11))
     # the state on disk: one file a batch in each buffer, the head beside them
-    stream = tmp_path / "b" / "stream"
+    stream = tmp_path / "b" / "batches"
     assert sorted(p.name for p in (stream / "buffer0").iterdir()) == [
         "batch00000.npz", "batch00001.npz", "batch00002.npz"]
     assert (stream / "head.npz").exists()
 
 
-def test_streamed_run_with_xla_and_a_stale_state_folder(tmp_path):
+def test_batched_run_with_xla_and_a_stale_state_folder(tmp_path):
     """The (z, W) step compiled with XLA runs in the batched chain, and a state folder
     left by a run with other settings (here more batches) is cleared, not mixed in."""
     x = _data()
     args = {**ARGS, "burn_in": 2, "collect": 1, "thin": 1, "prune_min_usage": 0.0}
     chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, stop_after=1,
                              **{**args, "batch_size": 2})
-    assert len(list((tmp_path / "stream" / "buffer0").iterdir())) == 5
+    assert len(list((tmp_path / "batches" / "buffer0").iterdir())) == 5
     lines = []
     out = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, jit_compile=True,
                                    **{**args, "progress": lines.append})
     assert any("starting afresh" in m for m in lines)
-    assert len(list((tmp_path / "stream" / "buffer0").iterdir())) == 3
+    assert len(list((tmp_path / "batches" / "buffer0").iterdir())) == 3
     assert np.all(np.isfinite(out["x_next"])) and out["D"].shape == (3, 3, 1, 4)

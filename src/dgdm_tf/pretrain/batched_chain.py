@@ -1,7 +1,7 @@
 """Layer-wise pretraining in image batches, the per-image state on disk: memory bounded by
 the batch, not the data set.
 
-The sweep is :mod:`dgdm_tf.pretrain.stream`'s; this module schedules it as
+The sweep is :mod:`dgdm_tf.pretrain.batched`'s; this module schedules it as
 :func:`dgdm_tf.pretrain.chain.run_pretrain_layer` schedules the in-memory sweep (burn-in, pruning,
 collection, trace, progress) and keeps the state in ``state_dir``:
 
@@ -37,8 +37,8 @@ from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite,
 from dgdm_tf.pretrain.kernel import active_mask
 from dgdm_tf.pretrain.layer_model import (START_SEEDS, LayerModel, PretrainState, initial_dictionary,
                                           initial_locals)
-from dgdm_tf.pretrain.stream import (LOCAL_FIELDS, StreamGlobals, batch_seed, compact_blocks,
-                                     make_batch_step, make_global_step, streamed_sweep)
+from dgdm_tf.pretrain.batched import (LOCAL_FIELDS, BatchedGlobals, batch_seed, compact_blocks,
+                                     make_batch_step, make_global_step, batched_sweep)
 from dgdm_tf.pretrain.ridge_start import RidgeStart, gamma_w_mean, ridge_start
 
 class BatchStore:
@@ -68,8 +68,8 @@ def _prune_local(loc: dict, keep: np.ndarray) -> dict:
     return out
 
 
-class _StreamKernel(Kernel):
-    """The streamed sweep for :func:`dgdm_tf.mcmc.driver.run_chain`. Its state is the
+class _BatchedKernel(Kernel):
+    """The batched sweep for :func:`dgdm_tf.mcmc.driver.run_chain`. Its state is the
     globals and which buffer holds the sweep's batches; the batches themselves are files,
     so the driver checkpoints (``head.npz``) after every sweep."""
 
@@ -95,7 +95,7 @@ class _StreamKernel(Kernel):
             self.model = LayerModel(m.geom.with_k(k_now), m.hyper, top=m.top, n_images=self.n,
                                     scan=m.scan)
         self.kept, self.pending_keep = np.asarray(head["kept"]), np.asarray(head["pending_keep"])
-        glob = StreamGlobals(d=tf.constant(head["d"]), gamma_w=tf.constant(head["gamma_w"]),
+        glob = BatchedGlobals(d=tf.constant(head["d"]), gamma_w=tf.constant(head["gamma_w"]),
                              seed=tf.constant(head["seed"]))
         return glob, int(head["buffer"])
 
@@ -147,7 +147,7 @@ class _StreamKernel(Kernel):
                 self.say(f"sweep {t + 1}/{self.total}: batch {b + 1}/{n_batches}")
                 last_say[0] = time.time()
 
-        glob, st = streamed_sweep(glob, n_batches, read, write, model, self.batch_fn,
+        glob, st = batched_sweep(glob, n_batches, read, write, model, self.batch_fn,
                                   self.global_fn, progress)
         buffer = 1 - buffer
         sec = time.time() - t0
@@ -181,7 +181,7 @@ class _StreamKernel(Kernel):
                      extra=f" batches={len(self.bounds)}")
 
 
-def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
+def run_batched_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
                        burn_in: int, collect: int, thin: int, prune_min_usage: float,
                        fingerprint: str, state_dir: str | os.PathLike,
                        trace_path: str | os.PathLike | None, say: Callable[[str], None],
@@ -194,14 +194,14 @@ def run_streamed_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, see
     bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
     store = BatchStore(Path(state_dir))
     total = burn_in + collect * thin
-    kernel = _StreamKernel(x, model, bounds=bounds, store=store, seed=seed, burn_in=burn_in,
+    kernel = _BatchedKernel(x, model, bounds=bounds, store=store, seed=seed, burn_in=burn_in,
                            thin=thin, prune_min_usage=prune_min_usage, dict_init=dict_init,
                            start=start, jit_compile=jit_compile,
                            anneal=(anneal_sweeps, anneal_ratio, anneal_start), say=say,
                            trace_path=trace_path, total=total)
     ck = Checkpoint(Path(state_dir) / "head.npz", fingerprint, every=1,
-                    resumed="resuming from the streamed state at sweep {done}/{total} ({path})",
-                    stale="streamed state {path} is from different inputs or settings; "
+                    resumed="resuming from the batched state at sweep {done}/{total} ({path})",
+                    stale="batched state {path} is from different inputs or settings; "
                           "starting afresh", save_start=True)
     run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
     if run is None:
@@ -249,7 +249,7 @@ def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init
         store.write(0, b, {"z": tf.cast(st.z, tf.int8).numpy(), "w": compact_blocks(st.s).numpy(),
                            "log_theta": st.log_theta.numpy(), "gamma_e": st.gamma_e.numpy()})
     gamma_w = np.float32(1.0 if start is None else gamma_w_mean(active, sum_w2, h))
-    say(f"streamed start: {len(bounds)} batches of up to {bounds[0][1] - bounds[0][0]} images "
+    say(f"batched start: {len(bounds)} batches of up to {bounds[0][1] - bounds[0][0]} images "
         f"in {time.time() - t0:.1f} s")
     return {"buffer": np.array(0), "d": d.numpy(), "gamma_w": np.asarray(gamma_w),
             "seed": chain_seed.numpy(), "kept": np.arange(g.k), "pending_keep": np.arange(g.k)}

@@ -11,7 +11,7 @@ only through sums over n, accumulated batch by batch:
   same map order, the same seeds);
 * gamma_w: the count of active entries and sum W^2.
 
-One streamed sweep, image batch after image batch, then the globals:
+One batched sweep, image batch after image batch, then the globals:
 
     per batch b: R = X - D * S (rebuilt exactly); gamma_e | R; (z, W) | -; theta | z;
                  add the batch's F, Q, count, sum W^2
@@ -43,7 +43,7 @@ from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState
 # states) and each block's one weight w (the value at position z; 0 when off).
 LOCAL_FIELDS = ("z", "w", "log_theta", "gamma_e")
 
-StreamGlobals = collections.namedtuple("StreamGlobals", ["d", "gamma_w", "seed"])
+BatchedGlobals = collections.namedtuple("BatchedGlobals", ["d", "gamma_w", "seed"])
 BatchStats = collections.namedtuple(
     "BatchStats", ["f_corr", "f_gram", "active", "sum_w2", "used", "sq_resid", "log_lik",
                    "sum_gamma_e"])
@@ -72,7 +72,7 @@ def compact_blocks(s) -> tf.Tensor:
 
 def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerModel,
                zw_fn=None):
-    """One batch's share of a streamed sweep (module docstring).
+    """One batch's share of a batched sweep (module docstring).
 
     ``local``: the batch's stored state (:data:`LOCAL_FIELDS`); ``seeds``: the sweep's
     :func:`sweep_seeds`; ``b``: the batch's index (a tensor: a Python int retraces); ``gamma_e_cap``: (N,) or +inf, the
@@ -142,13 +142,13 @@ class StatsSum:
         return BatchStats(*(tf.constant(np.asarray(v)) for v in self.total))
 
 
-def streamed_sweep(glob: StreamGlobals, n_batches: int, read, write, model: LayerModel,
+def batched_sweep(glob: BatchedGlobals, n_batches: int, read, write, model: LayerModel,
                    batch_fn=None, global_fn=None, progress=None):
-    """One streamed sweep: returns (the new globals, the summed :class:`BatchStats`).
+    """One batched sweep: returns (the new globals, the summed :class:`BatchStats`).
 
     ``read(b)`` -> (stored local state, X, gamma_e cap) of batch b; ``write(b, local,
     expected)`` takes its new local state and Rao-Blackwellised pooled features (numpy).
-    The chain driver (:mod:`dgdm_tf.pretrain.stream_chain`) reads and writes files; tests keep the
+    The chain driver (:mod:`dgdm_tf.pretrain.batched_chain`) reads and writes files; tests keep the
     batches in lists. ``progress(b)`` is called after each batch."""
     batch_fn = batch_fn or make_batch_step(model)
     global_fn = global_fn or make_global_step(model)
@@ -164,4 +164,4 @@ def streamed_sweep(glob: StreamGlobals, n_batches: int, read, write, model: Laye
             progress(b)
     st = total.result()
     d, gamma_w = global_fn(glob.d, st.f_corr, st.f_gram, st.active, st.sum_w2, seeds)
-    return StreamGlobals(d=d, gamma_w=gamma_w, seed=seeds.carry), st
+    return BatchedGlobals(d=d, gamma_w=gamma_w, seed=seeds.carry), st
