@@ -22,7 +22,8 @@ from dgdm_tf.core.compiled import clear_builder_caches  # noqa: E402  (after SRC
 # about 4 minutes together, for last. Only the order changes, never what runs.
 HEAVIEST_FIRST = (
     "test_workflow.py", "test_topdown_sweep.py", "test_supervised_joint_svm.py", "test_workflow_datasets.py",
-    "test_workflow_scale.py", "test_workflow_config.py", "test_experiments.py", "test_topdown_chain.py", "test_pretrain_batched.py",
+    "test_workflow_scale.py", "test_workflow_config.py", "test_workflow_shards.py",
+    "test_topdown_refine_distributed.py", "test_experiments.py", "test_topdown_chain.py", "test_pretrain_batched.py",
     "test_bench_mcem.py",
     "test_mcem_stochastic.py", "test_data.py",
 )
