@@ -52,7 +52,8 @@ for w in 1 2; do
         >"$WORK/w$w.out" 2>&1 || { tail -40 "$WORK/w$w.out"; tail -40 "$WORK/w$w/$LOG" || true; die "run with $w worker(s)"; }
     IDS=$(grep -ho 'submitted with SLURM jobid [0-9]*' "$WORK/w$w.out" | awk '{print $NF}' | paste -sd, -)
     say "jobs: $IDS"
-    sacct -c -j "$IDS" -o JobID,JobName%12,NTasks,NCPUS,State,Elapsed 2>/dev/null | grep -i "refine\|JobID" || true
+    # the last job is the refinement (job names are the executor's UUIDs)
+    sacct -c -j "${IDS##*,}" -o JobID,NCPUS,State,Elapsed 2>/dev/null || true
 done
 
 grep -m1 "refining with 2 workers" "$WORK/w2/$LOG" >/dev/null || die "no 'refining with 2 workers' in $WORK/w2/$LOG"
