@@ -150,10 +150,22 @@ def _walk_schema(node, path="$"):
             yield from _walk_schema(v, f"{path}[{i}]")
 
 
+#: keys whose absence is the setting: an override's key left out keeps the rule's
+#: `resources` value, so a default there would silently replace it
+NO_DEFAULT_BY_DESIGN = "$/$defs/resources_override."
+
+
 def test_schema_every_key_has_description_and_default():
     for path, sub in _walk_schema(_schema()):
         assert "description" in sub or "$ref" in sub, f"{path} has no description"
-        assert "default" in sub, f"{path} has no default"
+        assert "default" in sub or path.startswith(NO_DEFAULT_BY_DESIGN), f"{path} has no default"
+
+
+def test_an_override_fills_no_default():
+    """resources_by_dataset.<ds>.<rule> with only `runtime` keeps the rule's mem_mb."""
+    cfg = _fill_defaults({"datasets": {"mnist": {"kind": "mnist", "paper_table": "mnist"}},
+                          "resources_by_dataset": {"mnist": {"refine": {"runtime": 7}}}})
+    assert cfg["resources_by_dataset"]["mnist"]["refine"] == {"runtime": 7}
 
 
 def test_config_yaml_writes_out_every_default():

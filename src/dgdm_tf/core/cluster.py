@@ -31,7 +31,7 @@ import tensorflow as tf
 
 #: the collective group of the chains' gathers (apart from the strategy's own groups,
 #: which count up from 1)
-GROUP_KEY = 0x6467
+GROUP_KEY = 25703  # "dg" in ASCII; a collective key, not a random stream
 _INSTANCE_KEYS = itertools.count(1)
 _WORKERS: list = []
 
