@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from _workflow import fake_mnist, load_config, write_config
@@ -125,7 +127,8 @@ def results(tmp_path_factory):
     """A repository-shaped folder with config/config.yaml (the smoke config, its data set
     cut to 60 / 40 generated images) and results/mnist_smoke/ holding what the probes
     read: data/prepared.npz (rule prepare), pretrain/layer{1,2}.npz (rule pretrain_layer,
-    2 + 1 sweeps on 40 images), refine/model.npz and pretrained_block_svm/features.npz."""
+    2 + 1 sweeps on 40 images), refine/model.npz, pretrained_block_svm/features.npz and
+    supervised/ (model.npz with one kept model and a random SVM, config.yaml, predictions.csv)."""
     from dgdm_tf.core.random import seed_for
     from dgdm_tf.data.steps import prepare_dataset
     from dgdm_tf.data.subsets import shared_subset, subset_indices
@@ -181,6 +184,26 @@ def results(tmp_path_factory):
         splits[split] = artifacts.FeatureSplit(np.asarray(f, np.float32), y, rows)
     artifacts.write_features(root / "pretrained_block_svm" / "features.npz", splits["train"], splits["test"],
                              n_classes=10, wall_seconds=0.0, config=block["block_features"])
+
+    # A supervised row's outputs in their formats (rule supervised, supervised_predict): the
+    # pretrained layers as one kept model, an SVM beta drawn at random (a real one would
+    # trace the supervised sweep for one probe), the resolved config and predictions.csv.
+    n_feat = splits["train"].f.shape[1]
+    rng = np.random.default_rng(0)
+    artifacts.write_supervised_model(
+        root / "supervised" / "model.npz", D=ds, samples_D=[d[None] for d in ds], theta=[
+            np.full((ds[0].shape[-1], states), 1 / states, np.float32)],
+        samples_beta=rng.normal(size=(1, 10, n_feat + 1)), svm_mean=np.zeros(n_feat), svm_std=np.ones(n_feat),
+        n_classes=10, gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
+        on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, labels=prep["y_train"][idx],
+        train_error_pct=0.0, sweeps=0, chain_seconds=0.0, wall_seconds=0.0, config=block["supervised"],
+        layers=layers)
+    write_config(root / "supervised" / "config.yaml",
+                 {"dataset": DS, "seed": cfg["seed"], "hyper": cfg["hyper"], "block": block})
+    _, y_test, rows_test = shared_subset(prep, "test", block["n_test"], None, cfg["seed"], DS)
+    pd.DataFrame({"test_index": rows_test, "label": y_test, "predicted": y_test,
+                  **{f"score_{c}": np.zeros(len(y_test)) for c in range(10)}}).to_csv(
+        root / "supervised" / "predictions.csv", index=False)
     return root
 
 
@@ -207,6 +230,26 @@ def test_compare_results(results, tmp_path, capsys):
     probe = load_probe(EXPERIMENTS / "determinism" / "compare_results.py")
     assert probe.main([str(results), str(copy)]) == 0
     assert " 0 differ" in capsys.readouterr().out
+
+
+def test_supervised_refit(results, tmp_path):
+    out = tmp_path / "refit.json"
+    got = load_probe(EXPERIMENTS / "estimators" / "supervised_refit.py").main(
+        ["--results", str(results), "--smoke", "--out", str(out)])
+    assert json.loads(out.read_text())["n_train"] == got["n_train"] == 20 and got["n_test"] == 10
+    (row,) = got["per_model"]
+    for k in ("joint_train", "joint_test", "refit_train", "refit_test"):
+        assert 0 <= row[k]["error_pct"] <= 100
+    assert set(got["row_check"]) == {"max_abs_diff", "same_labels"}  # every kept model: checked
+    p = row["paired_test"]
+    assert p["wrong_only_joint"] + p["wrong_only_refit"] + p["wrong_both"] <= 10 and 0 < p["mcnemar_exact_p"] <= 1
+
+
+def test_mcnemar_exact_p():
+    probe = load_probe(EXPERIMENTS / "estimators" / "supervised_refit.py")
+    assert probe.mcnemar_exact_p(0, 0) == 1.0 and probe.mcnemar_exact_p(3, 3) == 1.0
+    assert probe.mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
+    assert probe.mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
 
 
 def test_prior_draws(results, tmp_path):
@@ -247,6 +290,7 @@ def test_pretrain_floor_ratio(tmp_path):
 SMOKE_RUNS = {
     "estimators/compare_routes.py": test_compare_routes,
     "estimators/alg2_objective.py": test_alg2_objective,
+    "estimators/supervised_refit.py": test_supervised_refit,
     "determinism/compare_results.py": test_compare_results,
     "generation/prior_draws.py": test_prior_draws,
     "svm_wide/feature_transform.py": test_feature_transform,

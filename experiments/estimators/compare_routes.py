@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 
 from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
+from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.io.run_inputs import read_pretrained_model, read_run_config  # noqa: E402
 from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
@@ -116,10 +117,7 @@ def main(argv=None):
             out["rows"].append(row)
             print(json.dumps(row), flush=True)
     if a.out:
-        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-        with open(a.out + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(a.out + ".tmp", a.out)
+        atomic.write_json(a.out, out)
     return out
 
 
