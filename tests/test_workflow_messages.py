@@ -49,3 +49,24 @@ def test_heavy_threads_inside_a_slurm_job_are_the_jobs_cpus(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
     assert W.heavy_threads({"threads": None}, lambda: 2) == 1
     assert W.heavy_threads({"threads": 4}, lambda: 2) == 4
+
+
+@pytest.mark.parametrize("chunk, n_images, says", [
+    (None, 40, "chunk is None. Set chunk to at most 20, or workers to 1"),
+    (40, 40, "chunk is 40. Set chunk to at most 20,"),
+    (100, None, "splits the 100 refined images"),  # pretraining's 100 images
+    (20, 40, None), (50, None, None)])
+def test_data_parallel_refinement_needs_a_chunk_per_worker(chunk, n_images, says):
+    """refine.workers 2 without a chunk per worker is a config error before any job runs
+    (it was the refine job's ValueError, 25 minutes into a Slurm run)."""
+    import dgdm_workflow as W
+    from snakemake.exceptions import WorkflowError
+
+    block = {"refine": {"workers": 2, "chunk": chunk, "n_images": n_images}, "pretrain": {"n_images": 100}}
+    if says is None:
+        W.check_refine_workers("mnist", block, ["c.yaml"])
+        return
+    with pytest.raises(WorkflowError, match="datasets.mnist.refine.chunk") as e:
+        W.check_refine_workers("mnist", block, ["c.yaml"])
+    assert says in str(e.value)
+    W.check_refine_workers("mnist", {**block, "refine": {**block["refine"], "workers": 1}}, ["c.yaml"])

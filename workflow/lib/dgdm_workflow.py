@@ -154,10 +154,11 @@ def config_error(configfiles: Iterable, key: str, msg: str):
 
 def check_config(config: dict, configfiles: Iterable) -> None:
     """What the schema cannot say: the top layer is not pooled, a per-layer `jit_compile`
-    list has one flag per layer, and `benchmark.dataset` names a configured dataset (or
-    is null)."""
+    list has one flag per layer, a data-parallel refinement has a chunk per worker, and
+    `benchmark.dataset` names a configured dataset (or is null)."""
     datasets = config["datasets"]
     for ds, block in datasets.items():
+        check_refine_workers(ds, block, configfiles)
         layers = block["model"]["layers"]
         if layers[-1]["pool"] != 1:
             config_error(configfiles, f"datasets.{ds}.model.layers[{len(layers) - 1}].pool",
@@ -175,6 +176,23 @@ def check_config(config: dict, configfiles: Iterable) -> None:
         config_error(configfiles, "benchmark.dataset",
                      f"{bench!r} is not one of the configured datasets "
                      f"({', '.join(datasets)}), nor null (= the first one).")
+
+
+def check_refine_workers(ds: str, block: dict, configfiles: Iterable) -> None:
+    """refine.workers > 1 splits the images by chunks (dgdm_tf.topdown.refine.run_refine):
+    say so before any job runs, not when the refine job starts on the cluster."""
+    ref = block["refine"]
+    workers = int(ref["workers"])
+    if workers == 1:
+        return
+    sizes = [int(v) for v in (ref["n_images"], block["pretrain"]["n_images"]) if v is not None]
+    n, chunk = (min(sizes) if sizes else None), ref["chunk"]
+    if chunk is None or (n is not None and -(-n // int(chunk)) < max(workers, 2)):
+        images = "all the refined images" if n is None else f"the {n} refined images"
+        fix = "" if n is None else f" at most {-(-n // workers)},"
+        config_error(configfiles, f"datasets.{ds}.refine.chunk",
+                     f"refine.workers is {workers}, which splits {images} by chunks, at least "
+                     f"one chunk per worker; chunk is {chunk}. Set chunk to{fix} or workers to 1.")
 
 
 # ------------------------------------------------------------ run-wide values
