@@ -102,3 +102,51 @@ def test_documented_signature_matches_the_code(name, params):
         if node is not None:
             assert default_matches(node, p.default), (
                 f"{name}: `{n}` defaults to {p.default!r}, docs/design.md says {ast.unparse(node)}")
+
+
+#: the library's subpackages: a backticked `pkg.name...` in the prose names one of them
+PACKAGES = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "src" / "dgdm_tf").iterdir()
+                  if (p / "__init__.py").is_file())
+NAME = re.compile(r"`(?:dgdm_tf\.)?((?:%s)\.[A-Za-z_][A-Za-z0-9_.]*)`" % "|".join(PACKAGES))
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module("dgdm_tf." + ".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            if not hasattr(obj, p):
+                return False
+            obj = getattr(obj, p)
+        return True
+    return False
+
+
+def _config_key(dotted: str, config: dict) -> bool:
+    """A key path of config/config.yaml: top level or under a dataset (`pretrain.batch_size`)."""
+    for root in (config, *config["datasets"].values()):
+        node = root
+        for p in dotted.split("."):
+            if not isinstance(node, dict) or p not in node:
+                break
+            node = node[p]
+        else:
+            return True
+    return False
+
+
+def test_every_library_name_in_the_prose_exists():
+    """A backticked `package.module.name` of the library (outside the contract block)
+    names a module or attribute that exists, or a config key; the page once named
+    `pretrain.sweep` and `deep_model.Colouring` long after they moved."""
+    import yaml
+
+    text = FENCE.sub("", DESIGN.read_text())
+    config = yaml.safe_load((DESIGN.parents[1] / "config" / "config.yaml").read_text())
+    names = sorted(set(NAME.findall(text)))
+    assert len(names) > 30, names  # the page's map names the library's functions
+    missing = [n for n in names if not _resolves(n) and not _config_key(n, config)]
+    assert missing == []
