@@ -10,23 +10,14 @@
 # Prints the Slurm job ids, the checkpoint's sweep at the kill, the log's resume line and
 # "identical" (or the arrays that differ); exits non-zero on any failure.
 set -euo pipefail
+NAME=kill_resume
+source "$(dirname "$0")/common.sh"
 
-WORK=${1:?usage: kill_resume.sh <work folder, new or empty>}
-REPO=$(cd "$(dirname "$0")/../../.." && pwd)
+WORK=$(new_work "${1:?usage: kill_resume.sh <work folder, new or empty>}")
 TARGET=results/mnist_smoke/pretrain/layer1.npz
 CKPT=results/mnist_smoke/pretrain/layer1_ckpt/checkpoint.npz
 LOG=results/logs/pretrain_layer/mnist_smoke/layer1.log
 RESUMED="resuming from checkpoint"
-T0=$(date +%s)
-
-say() { printf 'kill_resume: %s\n' "$*"; }
-die() { printf 'kill_resume: FAILED: %s\n' "$*" >&2; exit 1; }
-
-# A stale results/ would let snakemake skip the very jobs this is about.
-mkdir -p "$WORK"
-WORK=$(cd "$WORK" && pwd)
-[ -z "$(ls -A "$WORK")" ] || die "$WORK is not empty"
-scontrol ping >/dev/null 2>&1 || die "no slurmctld: run profiles/slurm/testbed/setup.sh"
 
 # The smoke config of the local test on generated offline data (no download): 100
 # images, 12 + 4 sweeps, a checkpoint every 2. batch_size None: the chain with every
@@ -39,69 +30,18 @@ from _workflow import smoke_config
 print(smoke_config(Path('$WORK'), n_images=100, burn_in=12, collect=4, checkpoint_every=2,
                    batch_size=None))")
 
-# Two copies of the working tree (what tests/_workflow.copy_repo copies), so that the
-# reference and the killed run share no results/ and no .snakemake/.
-for d in ref kill; do
-    mkdir -p "$WORK/$d"
-    tar -C "$REPO" --exclude=.snakemake --exclude=__pycache__ --exclude='*.egg-info' \
-        -cf - Snakefile workflow config profiles src pyproject.toml | tar -C "$WORK/$d" -xf -
-done
-
-# threads=1: both runs ask Slurm for the same CPUs whatever the config says, so their
-# chains see the same thread count.
-smk() {  # smk <dir> <snakemake args...>: the cluster run, as the README gives it
-    local dir=$1; shift
-    # exec: $! of a background smk is then snakemake's own pid
-    (cd "$dir" && exec env TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1 nice -n 15 \
-        python -m snakemake --profile profiles/slurm --workflow-profile profiles/slurm-testbed \
-        "$@" --configfile "$CFG" --config threads=1)
-}
-job_ids() { grep -ho 'submitted with SLURM jobid [0-9]*' "$@" | awk '{print $NF}' | paste -sd, -; }
+for d in ref kill; do copy_tree "$WORK/$d"; done
 
 # ------------------------------------------------------------ 1. uninterrupted
 say "reference run in $WORK/ref"
-smk "$WORK/ref" "$TARGET" >"$WORK/ref.out" 2>&1 || { tail -30 "$WORK/ref.out"; die "reference run (see $WORK/ref.out)"; }
+smk "$WORK/ref" "$CFG" "$TARGET" >"$WORK/ref.out" 2>&1 || { tail -30 "$WORK/ref.out"; die "reference run (see $WORK/ref.out)"; }
 say "reference jobs: $(job_ids "$WORK/ref.out")"
 
 # ------------------------------------------------------------ 2. killed mid-chain
 say "killed run in $WORK/kill"
-smk "$WORK/kill" "$TARGET" >"$WORK/kill.out" 2>&1 &
+smk "$WORK/kill" "$CFG" "$TARGET" >"$WORK/kill.out" 2>&1 &
 SMK=$!
-# One python process polls (every 0.05 s: the chain runs ~0.2 s a sweep here, so a
-# slower poll can miss the window) until the checkpoint holds sweep >= 2; the file is
-# replaced atomically, a read that fails is retried.
-SWEEP=$(python - "$WORK/kill/$CKPT" "$SMK" <<'EOF'
-import os, sys, time
-import numpy as np
-path, pid = sys.argv[1], int(sys.argv[2])
-deadline = time.time() + 900
-while time.time() < deadline:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("snakemake ended before the checkpoint reached sweep 2")
-    try:
-        with np.load(path) as z:
-            sweep = int(z["sweep"])
-        if sweep >= 2:
-            print(sweep)
-            sys.exit(0)
-    except (OSError, KeyError, ValueError, EOFError):
-        pass
-    time.sleep(0.05)
-sys.exit("no checkpoint with sweep >= 2 within 900 s")
-EOF
-) || { kill "$SMK" 2>/dev/null; die "poll"; }
-# The running job of this copy (its working directory), from squeue, as an operator
-# would find it.
-LINE=$(squeue -h -t RUNNING -o '%i %j %T %M %Z' | awk -v d="$WORK/kill" '$5 == d')
-JOB=$(awk '{print $1}' <<<"$LINE")
-[ -n "$JOB" ] || { kill "$SMK"; die "no running job of $WORK/kill in squeue"; }
-scancel "$JOB"
-say "squeue before the kill: $LINE"
-say "scancel $JOB at checkpoint sweep $SWEEP of 16"
-[ "$SWEEP" -lt 16 ] || die "the chain had ended: not killed mid-chain"
-[ ! -e "$WORK/kill/$TARGET" ] || die "$TARGET already written: not killed mid-chain"
+cancel_mid_chain "$WORK/kill" "$CKPT" "$SMK" 16 "$TARGET"
 
 # The profile's `retries: 1` resubmits the cancelled job by itself (attempt 2), which
 # resumes from the checkpoint: the checkpoint folder is not an output, so snakemake
@@ -110,8 +50,8 @@ if wait "$SMK"; then
     say "snakemake resubmitted the job itself (retries: 1)"
 else
     say "snakemake exited non-zero; unlock and rerun with --rerun-incomplete"
-    smk "$WORK/kill" --unlock >>"$WORK/kill.out" 2>&1
-    smk "$WORK/kill" "$TARGET" --rerun-incomplete >"$WORK/rerun.out" 2>&1 ||
+    smk "$WORK/kill" "$CFG" --unlock >>"$WORK/kill.out" 2>&1
+    smk "$WORK/kill" "$CFG" "$TARGET" --rerun-incomplete >"$WORK/rerun.out" 2>&1 ||
         { tail -30 "$WORK/rerun.out"; die "rerun (see $WORK/rerun.out)"; }
 fi
 OUTS=("$WORK/kill.out"); [ ! -e "$WORK/rerun.out" ] || OUTS+=("$WORK/rerun.out")

@@ -10,20 +10,12 @@
 # Prints the Slurm job ids, the refine job's tasks (sacct -c), the log's worker line and
 # "identical" (or the arrays that differ); exits non-zero on any failure.
 set -euo pipefail
+NAME=two_tasks
+source "$(dirname "$0")/common.sh"
 
-WORK=${1:?usage: two_tasks.sh <work folder, new or empty>}
-REPO=$(cd "$(dirname "$0")/../../.." && pwd)
+WORK=$(new_work "${1:?usage: two_tasks.sh <work folder, new or empty>}")
 TARGET=results/mnist_smoke/refine/model.npz
 LOG=results/logs/refine/mnist_smoke.log
-T0=$(date +%s)
-
-say() { printf 'two_tasks: %s\n' "$*"; }
-die() { printf 'two_tasks: FAILED: %s\n' "$*" >&2; exit 1; }
-
-mkdir -p "$WORK"
-WORK=$(cd "$WORK" && pwd)
-[ -z "$(ls -A "$WORK")" ] || die "$WORK is not empty"
-scontrol ping >/dev/null 2>&1 || die "no slurmctld: run profiles/slurm/testbed/setup.sh"
 
 # The smoke config on generated offline data, small (100 images, refinement in chunks of
 # 20), once with 1 worker and once with 2.
@@ -37,20 +29,14 @@ p = smoke_config(Path('$WORK'), n_images=100, burn_in=4, collect=2)
 c = yaml.safe_load(Path(p).read_text())
 c['datasets']['mnist_smoke']['refine'].update(chunk=20, workers=$w)
 write_config(Path('$WORK') / 'workers$w.yaml', c)")
-    mkdir -p "$WORK/w$w"
-    tar -C "$REPO" --exclude=.snakemake --exclude=__pycache__ --exclude='*.egg-info' \
-        -cf - Snakefile workflow config profiles src pyproject.toml | tar -C "$WORK/w$w" -xf -
+    copy_tree "$WORK/w$w"
 done
 
-# threads=1: one CPU per task, so the 2-task job fits the testbed's 2 CPUs and every
-# worker of both runs sums with one thread.
 for w in 1 2; do
     say "refine.workers: $w in $WORK/w$w"
-    (cd "$WORK/w$w" && env TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1 nice -n 15 \
-        python -m snakemake --profile profiles/slurm --workflow-profile profiles/slurm-testbed \
-        "$TARGET" --configfile "$WORK/workers$w.yaml" --config threads=1) \
-        >"$WORK/w$w.out" 2>&1 || { tail -40 "$WORK/w$w.out"; tail -40 "$WORK/w$w/$LOG" || true; die "run with $w worker(s)"; }
-    IDS=$(grep -ho 'submitted with SLURM jobid [0-9]*' "$WORK/w$w.out" | awk '{print $NF}' | paste -sd, -)
+    smk "$WORK/w$w" "$WORK/workers$w.yaml" "$TARGET" >"$WORK/w$w.out" 2>&1 ||
+        { tail -40 "$WORK/w$w.out"; tail -40 "$WORK/w$w/$LOG" || true; die "run with $w worker(s)"; }
+    IDS=$(job_ids "$WORK/w$w.out")
     say "jobs: $IDS"
     # the last job is the refinement (job names are the executor's UUIDs)
     sacct -c -j "${IDS##*,}" -o JobID,NCPUS,State,Elapsed 2>/dev/null || true
