@@ -139,9 +139,10 @@ def _config_key(dotted: str, config: dict) -> bool:
 
 
 def test_every_library_name_in_the_prose_exists():
-    """A backticked `package.module.name` of the library (outside the contract block)
-    names a module or attribute that exists, or a config key; the page once named
-    `pretrain.sweep` and `deep_model.Colouring` long after they moved."""
+    """A backticked name that starts with one of the library's subpackages (outside the
+    contract block) names a module or attribute that exists, or a config key; the page
+    once named `pretrain.sweep` long after it moved. A name under no subpackage (the page
+    also named `deep_model.Colouring`) is not checked."""
     import yaml
 
     text = FENCE.sub("", DESIGN.read_text())

@@ -6,9 +6,9 @@ Algorithm 2, no labels). For each of the first MODELS kept models of a finished
 `supervised` row, on the first N_TRAIN training and N_TEST test images of the row's own
 shared subsets (`dgdm_tf.data.subsets.shared_subset`, as supervised_predict's `images_of`):
 
-  a. the test-route features of both sets, by `dgdm_tf.mcem.test_time.infer_map` with the
-     row's `supervised.predict` settings and the arguments `dgdm_tf.mcem.classify.classify`
-     passes (gamma_s, gamma_e start, hyper, scan), seeded as supervised_predict seeds
+  a. the test-route features of both sets, by `dgdm_tf.mcem.classify.top_features` with
+     the row's settings (`dgdm_tf.mcem.classify.supervised_route`, as the row's
+     `classify_supervised` takes them), seeded as supervised_predict seeds
      kept model j: test images `seed_for(seed, ds, "supervised_predict", j)`, training
      images `seed_for(seed, ds, "supervised_mismatch", j)` (its mismatch check);
   b. the jointly trained SVM (that model's beta, `dgdm_tf.supervised.joint_svm.decision_values`
@@ -47,7 +47,7 @@ from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.io.artifacts import read_supervised_model  # noqa: E402
-from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
+from dgdm_tf.mcem.classify import supervised_route, top_features  # noqa: E402
 from dgdm_tf.report.scores import error_pct, standard_error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.joint_svm import decision_values  # noqa: E402
@@ -122,12 +122,7 @@ def main(argv=None):
          "test": shared_subset(d, "test", block["n_test"], n_test, seed, ds)}
     y = {s: x[s][1] for s in x}
     salt = {"train": "supervised_mismatch", "test": "supervised_predict"}
-    route = dict(burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]), tol=float(pcfg["tol"]),
-                 batch_size=int(pcfg["batch_size"]), rmsprop_lr=float(pcfg["rmsprop_lr"]),
-                 rmsprop_decay=float(pcfg["rmsprop_decay"]), rmsprop_steps=int(pcfg["rmsprop_steps"]),
-                 gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scfg["scan"])
-    if pcfg["features"] != "mcem":
-        raise SystemExit(f"the row's predict.features is {pcfg['features']!r}; this probe runs the mcem route")
+    route = supervised_route(sup, pcfg, hyper=hyper, scan=scfg["scan"])
     say(f"{root}: {len(y['train'])} train / {len(y['test'])} test images, kept models 1..{a.models} of "
         f"{n_kept}; route {route}; svm {block['svm']} on the {block['svm_view']} view")
     out = {"results": str(root), "n_train": len(y["train"]), "n_test": len(y["test"]), "models": a.models,
@@ -140,7 +135,7 @@ def main(argv=None):
         for split in ("train", "test"):
             s = seed_for(seed, ds, salt[split], j)
             say(f"model {j + 1}: test-route features of {len(y[split])} {split} images (seed {s})")
-            r = infer_map(x[split][0], [v[j] for v in sup.samples_D], layers, seed=s, progress=None, **route)
+            r = top_features(x[split][0], [v[j] for v in sup.samples_D], layers, seed=s, **route)
             feats[split], secs[split] = r["features"], float(r["seconds"])
             say(f"model {j + 1}: {split} features in {secs[split]:.0f} s "
                 f"({1000 * secs[split] / len(y[split]):.0f} ms an image)")

@@ -187,7 +187,7 @@ def check_refine_workers(ds: str, block: dict, configfiles: Iterable) -> None:
         return
     sizes = [int(v) for v in (ref["n_images"], block["pretrain"]["n_images"]) if v is not None]
     n, chunk = (min(sizes) if sizes else None), ref["chunk"]
-    if chunk is None or (n is not None and -(-n // int(chunk)) < max(workers, 2)):
+    if chunk is None or (n is not None and -(-n // int(chunk)) < workers):
         images = "all the refined images" if n is None else f"the {n} refined images"
         fix = "" if n is None else f" at most {-(-n // workers)},"
         config_error(configfiles, f"datasets.{ds}.refine.chunk",

@@ -59,6 +59,35 @@ class Classified:
                    q_sums=q_sums, q_counts=q_counts)
 
 
+def top_features(x: np.ndarray, dictionaries, layers: Sequence[dict], *, route: str, seed: int,
+                 burn_in: int, batch_size: int, gamma_s: float, collect: int | None = None,
+                 chains: int = 1, iterations: int | None = None, tol: float = 0.0,
+                 rmsprop: dict | None = None, gamma_e_init: float | None = None,
+                 hyper: dict | None = None, scan: str, images: Sequence[int] | None = None,
+                 progress: Callable[[str], None] | None = None) -> dict:
+    """One model's top-layer features of ``x`` by ``route`` (the result dict of the
+    route's inference; its ``features`` (N, F)). ``mcem`` runs ``burn_in`` sweeps and MCEM
+    iterations with ``rmsprop`` (lr, decay, steps) until each image's Q changes by at
+    most ``tol`` of itself (at most ``iterations``; :func:`infer_map`); ``gibbs``
+    ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
+    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged. ``images``
+    (start, stop): only those images, whole batches, as the feature functions take it."""
+    if route not in ("mcem", "gibbs"):
+        raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
+    if route == "mcem" and (iterations is None or rmsprop is None):
+        raise ValueError("route 'mcem' needs iterations and rmsprop (lr, decay, steps)")
+    if route == "gibbs" and collect is None:
+        raise ValueError("route 'gibbs' needs collect")
+    common = dict(seed=seed, burn_in=int(burn_in), batch_size=int(batch_size), gamma_s=gamma_s,
+                  gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, images=images,
+                  progress=progress)
+    if route == "mcem":
+        return infer_map(x, dictionaries, layers, iterations=int(iterations), tol=float(tol),
+                         rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
+                         rmsprop_steps=int(rmsprop["steps"]), **common)
+    return infer_topdown(x, dictionaries, layers, collect=int(collect), chains=int(chains), **common)
+
+
 def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence[dict], *,
              route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
              collect: int | None = None, chains: int = 1, iterations: int | None = None,
@@ -67,40 +96,23 @@ def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence
              progress: Callable[[str], None] | None = None) -> Classified:
     """The decision values of ``x`` under each of ``models`` ((dictionaries, beta (C, F+1))
     pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
-    features drawn from ``seeds[j]``. ``route`` ``mcem`` runs ``burn_in`` sweeps and
-    MCEM iterations with ``rmsprop`` (lr, decay, steps) until each image's Q changes by at
-    most ``tol`` of itself (at most ``iterations``; :func:`infer_map`); ``gibbs``
-    ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
-    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged. ``images``
-    (start, stop): only those images, whole batches, as the feature functions take it
-    (their draws and outputs are the call's on all of ``x``; :func:`gather_classified`
-    joins such shards)."""
-    if route not in ("mcem", "gibbs"):
-        raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
-    if route == "mcem" and (iterations is None or rmsprop is None):
-        raise ValueError("route 'mcem' needs iterations and rmsprop (lr, decay, steps)")
-    if route == "gibbs" and collect is None:
-        raise ValueError("route 'gibbs' needs collect")
-    common = dict(burn_in=int(burn_in), batch_size=int(batch_size), gamma_s=gamma_s,
-                  gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, images=images,
-                  progress=progress)
+    features by :func:`top_features` (the other arguments) drawn from ``seeds[j]``.
+    ``images`` (start, stop): only those images (their draws and outputs are the call's
+    on all of ``x``; :func:`gather_classified` joins such shards)."""
+    settings = dict(route=route, burn_in=burn_in, batch_size=batch_size, gamma_s=gamma_s,
+                    collect=collect, chains=chains, iterations=iterations, tol=tol,
+                    rmsprop=rmsprop, gamma_e_init=gamma_e_init, hyper=hyper, scan=scan,
+                    images=images, progress=progress)
     per_model, q_traces, q_sums, q_counts, layer1, seconds = [], [], [], [], None, 0.0
     for j, (dictionaries, beta) in enumerate(models):
+        res = top_features(x, dictionaries, layers, seed=seeds[j], **settings)
         if route == "mcem":
-            res = infer_map(x, dictionaries, layers, seed=seeds[j], iterations=int(iterations),
-                            tol=float(tol), rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
-                            rmsprop_steps=int(rmsprop["steps"]), **common)
             q_traces.append([float(q) for q in res["q_trace"]])
             q_sums.append(res["q_sums"])
             q_counts.append(res["q_counts"])
-            s_top = res["features"]
-        else:
-            res = infer_topdown(x, dictionaries, layers, seed=seeds[j], collect=int(collect),
-                                chains=int(chains), **common)
-            if j == 0:
-                layer1 = res["layer1_pooled"]
-            s_top = res["features"]
-        per_model.append(decision_values([beta], mean, std, s_top))
+        elif j == 0:
+            layer1 = res["layer1_pooled"]
+        per_model.append(decision_values([beta], mean, std, res["features"]))
         seconds += res["seconds"]
     return Classified(scores=np.mean(per_model, axis=0), per_model=per_model, q_traces=q_traces,
                       layer1_pooled=layer1, seconds=seconds, q_sums=q_sums, q_counts=q_counts)
@@ -124,24 +136,29 @@ def gather_classified(parts: Sequence[Classified]) -> Classified:
                       q_sums=q_sums, q_counts=q_counts)
 
 
+def supervised_route(sup, predict: dict, *, hyper: dict | None, scan: str) -> dict:
+    """:func:`top_features`' route settings for the kept models of a supervised model
+    ``sup`` (:class:`dgdm_tf.io.artifacts.SupervisedModel`: its gamma_s and gamma_e) under
+    a ``supervised.predict`` config block (features, burn_in, collect, chains, iterations,
+    tol, batch_size, rmsprop_lr / _decay / _steps)."""
+    return dict(route=predict["features"], burn_in=int(predict["burn_in"]),
+                collect=int(predict["collect"]), chains=int(predict["chains"]),
+                iterations=int(predict["iterations"]), tol=float(predict["tol"]),
+                batch_size=int(predict["batch_size"]),
+                rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+                gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan)
+
+
 def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict], *,
                         seeds: Sequence[int], hyper: dict | None, scan: str,
                         images: Sequence[int] | None = None,
                         progress: Callable[[str], None] | None = None) -> Classified:
-    """:func:`classify` with the kept models of a supervised model ``sup``
-    (:class:`dgdm_tf.io.artifacts.SupervisedModel`) and the settings of a
-    ``supervised.predict`` config block (features, burn_in, collect, chains, iterations,
-    tol, batch_size, rmsprop_lr / _decay / _steps); ``seeds[j]`` seeds kept model j."""
+    """:func:`classify` with the kept models of a supervised model ``sup`` by
+    :func:`supervised_route`; ``seeds[j]`` seeds kept model j."""
     betas = np.asarray(sup.samples_beta)
     models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
     if len(seeds) != len(models):
         raise ValueError(f"{len(seeds)} seeds for {len(models)} kept models")
     return classify(x, models, np.asarray(sup.svm_mean), np.asarray(sup.svm_std), layers,
-                    route=predict["features"], seeds=list(seeds),
-                    burn_in=int(predict["burn_in"]), collect=int(predict["collect"]),
-                    chains=int(predict["chains"]),
-                    iterations=int(predict["iterations"]), tol=float(predict["tol"]),
-                    batch_size=int(predict["batch_size"]),
-                    rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                    gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan,
-                    images=images, progress=progress)
+                    seeds=list(seeds), images=images, progress=progress,
+                    **supervised_route(sup, predict, hyper=hyper, scan=scan))
