@@ -98,3 +98,43 @@ def smoke_config(tmp: Path, **pretrain) -> Path:
     block.update(kind="npz", path=str(fake_mnist(tmp / "fake_mnist.npz")), raw_dir=str(tmp))
     block["pretrain"].update(pretrain)
     return write_config(tmp / "smoke_offline.yaml", cfg)
+
+
+# The default tier's one end-to-end run (tests/conftest.py `tiny_run`): config/smoke.yaml
+# cut to the paper's Gibbs rows and the CNN, small dictionaries, a few images and sweeps,
+# no benchmark rules (results/tables.md only). Refinement and the supervised chain run in
+# chunks of 20 images, so that a 2-worker refinement of the same run is possible.
+TINY_BLOCK = {
+    "n_train": 80, "n_test": 40,  # every row on these images: the CNN is each row's peer, no cnn_at
+    "methods": ["pretrained_svm", "unsupervised_svm", "supervised", "cnn"],
+    "model": {"layers": [{"dict_size": 8, "n_dict": 6, "pool": 3},
+                         {"dict_size": 6, "n_dict": 8, "pool": 1}]},
+    "pretrain": {"n_images": 60, "burn_in": 2, "collect": 1, "batch_size": None, "checkpoint_every": 1},
+    "features": {"burn_in": 1, "collect": 1, "batch_size": 40},
+    "refine": {"n_images": 40, "chunk": 20, "burn_in": 2, "collect": 1, "n_leapfrog": 2, "checkpoint_every": 1},
+    "topdown_features": {"n_train": None, "n_test": None, "batch_size": 20,
+                         "alg2": {"burn_in": 1, "max_iterations": 2, "tol": 1.0e-3, "batch_size": 20,
+                                  "rmsprop_lr": 0.001, "rmsprop_decay": 0.95, "rmsprop_steps": 1},
+                         "posterior_check": {"images": 4, "sweeps": 2}},
+    "supervised": {"n_train": None, "n_test": None, "chunk": 20, "burn_in": 1, "collect": 1, "n_leapfrog": 2,
+                   "svm_warmup": 2, "svm_average": 2, "checkpoint_every": 1},
+    "svm": {"burn_in": 10, "collect": 10},
+    "learning_curve": {"sizes": [20], "methods": ["pretrained_svm"]},
+    "cnn": {"epochs": 1, "fc_units": 32},
+}
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    out = dict(base)
+    for k, v in changes.items():
+        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+def tiny_config(tmp: Path, **top) -> Path:
+    """The default tier's config (TINY_BLOCK over config/smoke.yaml) on the fake MNIST
+    .npz, dataset `mnist_smoke`; ``top``: top-level keys to set (``shards=2``)."""
+    cfg = yaml.safe_load(smoke_config(tmp).read_text())
+    cfg["datasets"]["mnist_smoke"] = _merge(cfg["datasets"]["mnist_smoke"], TINY_BLOCK)
+    cfg.update(top)
+    return write_config(tmp / "tiny.yaml", cfg)

@@ -1,7 +1,8 @@
-"""The smoke config end to end: its tables, figures and learning curves, its report
-opened in headless Chromium, a second run bitwise the same, the plans of a changed
-setting, and the estimator probe on its outputs (tests/test_workflow_config.py has the dry runs,
-bad configs and the killed chain).
+"""The smoke config end to end, in the slow tier: every row of its tables, its learning
+curves and benchmarks, its report opened in headless Chromium, a second run bitwise the
+same, and the estimator probe on its outputs. The default tier's run is the tiny
+config's (tests/test_workflow_tiny.py: the Gibbs rows' outputs, what a change reruns, the
+shards, two workers); tests/test_workflow_config.py has the dry runs and bad configs.
 
 Each test runs snakemake in a temporary copy of the repository (no results/ or data/),
 so it never touches the working tree's outputs.
@@ -25,6 +26,8 @@ import yaml
 from _browser import CHROMIUM, Chromium, report_views
 from _workflow import REPO, copy_repo, planned_jobs, smoke_config, snakemake, write_config
 
+pytestmark = pytest.mark.slow  # the slow tier; tests/test_workflow_tiny.py is the default tier's run
+
 # ---------------------------------------------------- smoke config, end to end
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
@@ -40,19 +43,6 @@ def smoke_run(tmp_path_factory):
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:] + logs
     print(f"smoke workflow: {seconds:.1f} s")
     return repo, cfg
-
-
-@pytest.mark.slow
-def test_every_job_ran_the_library_of_its_own_checkout(smoke_run):
-    """The jobs import dgdm_tf from the copy's src/, not from an installed package or
-    another checkout (Snakemake may import workflow/scripts/_common.py from its source
-    cache, where no src/ sits beside it)."""
-    repo, _ = smoke_run
-    logs = sorted((repo / "results" / "logs").rglob("*.log"))
-    starts = [l for p in logs for l in p.read_text().splitlines() if "=== rule" in l]
-    assert len(starts) >= 10
-    want = f"from {(repo / 'src' / 'dgdm_tf').resolve()}"
-    assert all(want in l for l in starts), [l for l in starts if want not in l][:3]
 
 
 def test_smoke_end_to_end_tables(smoke_run):
@@ -103,6 +93,14 @@ def test_smoke_end_to_end_tables(smoke_run):
     assert float(block.strip("|").split("|")[1]) == pytest.approx(mb["test_error_pct"], abs=0.006)
     # the checkpoint folders are gone once the layers are written
     assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
+    # the reference row and the CNN on exactly the supervised row's images: its last two columns
+    sup = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
+    sup = [c.strip() for c in sup.strip("|").split("|")]
+    assert sup[4] == "40 / 40"
+    for col, run in ((-2, "encoder_at"), (-1, "cnn_at")):
+        peer = json.loads((repo / f"results/mnist_smoke/{run}/supervised/metrics.json").read_text())
+        assert peer["same_images_as"] == "supervised" and (peer["n_train"], peer["n_test"]) == (40, 40)
+        assert float(sup[col]) == pytest.approx(peer["test_error_pct"], abs=0.006), run
 
 
 def test_smoke_learning_curves(smoke_run):
@@ -132,7 +130,6 @@ def test_smoke_learning_curves(smoke_run):
     assert "`results/mnist_smoke/learning_curve.csv`, `results/mnist_smoke/figures/learning_curve.png`" in md
 
 
-@pytest.mark.slow
 def test_smoke_benchmarks(smoke_run):
     repo, _ = smoke_run
     md = (repo / "results" / "benchmarks.md").read_text()
@@ -171,82 +168,13 @@ def test_smoke_benchmarks(smoke_run):
     clu = pd.read_csv(repo / "results" / "benchmarks" / "cluster.csv")
     assert sorted(clu["nodes"].unique()) == [1, 8, 64] and len(clu) == 3 * len(proj)
     assert "## Projected wall time on a cluster" in md and "hours on 8 nodes" in md
+    from dgdm_tf.bench.cnn import CNN_COLUMNS
+
+    c = pd.read_csv(repo / "results" / "benchmarks" / "cnn.csv")
+    assert set(CNN_COLUMNS) <= set(c.columns) and len(c) == 2  # batch 16: step, inference
+    assert (c["images_per_s"] > 0).all()
 
 
-
-
-@pytest.mark.slow
-def test_smoke_top_down_model_outputs(smoke_run):
-    """Refinement, the unsupervised + SVM row, generation, missing data, diagnostics."""
-    repo, _ = smoke_run
-    md = (repo / "results" / "tables.md").read_text()
-    row = next(l for l in md.splitlines() if l.startswith("| Our unsupervised model"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert 0.0 <= float(cells[1]) <= 100.0 and cells[2] == "0.52" and cells[4] == "60 / 40"
-    m = json.loads((repo / "results/mnist_smoke/unsupervised_svm/metrics.json").read_text())
-    assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
-                                              "refine", "topdown_features", "svm"}
-    assert m["refine_n_images"] == 40 and m["n_features"] == 2 * 2 * m["dict_sizes"][-1]
-    assert 0.0 <= m["pretrained_same_subset_test_error_pct"] <= 100.0
-    inp = json.loads((repo / "results/mnist_smoke/inpainting/metrics.json").read_text())
-    assert set(inp["hidden_pixels"]) == {"refined", "pretrained", "mean_fill"}
-    assert inp["hidden_fraction"] == pytest.approx(0.5)
-    for v in inp["hidden_pixels"].values():
-        assert v["mse"] > 0 and np.isfinite(v["psnr_db"])
-    assert "missing-data interpolation" in md
-    for name in ("generated", "inpainting", "refine_trace", "top_dictionary_refined",
-                 "top_dictionary_pretrained"):
-        png = repo / f"results/mnist_smoke/figures/{name}.png"
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
-    import pandas as pd
-
-    trace = pd.read_csv(repo / "results/mnist_smoke/refine/trace.csv")
-    assert list(trace["sweep"]) == [1, 2, 3, 4]
-    assert {"log_joint", "gamma_e_mean", "active_top", "active_layer1", "accept_d2"} <= set(trace)
-    assert np.all(np.isfinite(trace["log_joint"]))
-    assert not (repo / "results/mnist_smoke/refine/ckpt").exists()
-
-
-@pytest.mark.slow
-def test_smoke_supervised_row_and_outputs(smoke_run):
-    """The supervised model: its row beside the paper's 0.37, per-image decision values,
-    the confusion matrix, Fig. 2's comparison, the chain's trace with the SVM's error."""
-    import pandas as pd
-
-    repo, _ = smoke_run
-    md = (repo / "results" / "tables.md").read_text()
-    # a paper row's label ends with what it ran: its gamma_s, its route, the models averaged
-    rows = {l.split("|")[1].strip().split(" (gamma_s ")[0]: [c.strip() for c in l.strip("|").split("|")]
-            for l in md.splitlines() if l.startswith("| Our ")}
-    assert {"Our pretrained model + SVM (2 step)", "Our unsupervised model + SVM (2 step)",
-            "Our supervised model"} <= set(rows)
-    assert rows["Our supervised model"][0].endswith(
-        "(gamma_s per image and map; Algorithm 2 to tol 0.001 (at most 2 iterations); 1 model averaged)")
-    sup = rows["Our supervised model"]
-    assert 0.0 <= float(sup[1]) <= 100.0 and sup[2] == "0.37" and sup[4] == "40 / 40"
-    # the reference row and the CNN on exactly the row's images: the last two columns
-    for col, run in ((-2, "encoder_at"), (-1, "cnn_at")):
-        peer = json.loads((repo / f"results/mnist_smoke/{run}/supervised/metrics.json").read_text())
-        assert peer["same_images_as"] == "supervised" and (peer["n_train"], peer["n_test"]) == (40, 40)
-        assert float(sup[col]) == pytest.approx(peer["test_error_pct"], abs=0.006), run
-    m = json.loads((repo / "results/mnist_smoke/supervised/metrics.json").read_text())
-    assert m["n_models_averaged"] == 1 and len(m["per_model_test_error_pct"]) == 1
-    assert m["test_features"] == "mcem" and len(m["mcem_q_trace"]) == 1
-    assert m["activity_ink_layer1"] is None  # the MCEM MAP path keeps no layer-1 maps
-    assert set(m["wall_seconds_by_step"]) == {"prepare", "pretrain_layer1", "pretrain_layer2",
-                                              "refine", "supervised", "supervised_predict"}
-    pred = pd.read_csv(repo / "results/mnist_smoke/supervised/predictions.csv")
-    assert len(pred) == 40 and [f"score_{c}" for c in range(10)] == list(pred.columns[3:])
-    assert np.all(pred["predicted"] == pred[[f"score_{c}" for c in range(10)]].to_numpy().argmax(1))
-    assert 100.0 * np.mean(pred["predicted"] != pred["label"]) == pytest.approx(m["test_error_pct"])
-    for name in ("confusion_supervised", "supervised_trace", "top_dictionary_supervised",
-                 "top_dictionary_unsupervised_vs_supervised"):
-        png = repo / f"results/mnist_smoke/figures/{name}.png"
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
-    trace = pd.read_csv(repo / "results/mnist_smoke/supervised/trace.csv")
-    assert list(trace["sweep"]) == [1, 2, 3]
-    assert np.all(np.isfinite(trace["svm_train_error"].iloc[1:]))
-    assert not (repo / "results/mnist_smoke/supervised/ckpt").exists()
 
 
 def read_report(path: Path) -> tuple[dict, str, set]:
@@ -271,7 +199,6 @@ def read_report(path: Path) -> tuple[dict, str, set]:
     return results, front, {n[len(folder) + 1:] for n in names}
 
 
-@pytest.mark.slow
 def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_factory):
     """The same config and seed in a second clone: every file of the rules that draw
     random numbers (pretraining, the three Gibbs rows' chains and SVMs, the supervised
@@ -319,7 +246,6 @@ def smoke_report(smoke_run, tmp_path_factory) -> Path:
     return build_report(repo, cfg, tmp_path_factory.mktemp("smoke_report") / "report.zip")
 
 
-@pytest.mark.slow
 def test_smoke_report_holds_every_table_and_figure(smoke_run, smoke_report):
     """`snakemake --report` after the smoke run: every figure and both tables, each in
     its category with a caption that renders; the front page holds the MNIST table and
@@ -385,7 +311,6 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["html", "zip"])
 def test_smoke_report_shows_every_image_in_chromium(chromium, smoke_run, smoke_report, kind,
                                                     tmp_path):
@@ -440,34 +365,6 @@ def test_smoke_report_shows_every_image_in_chromium(chromium, smoke_run, smoke_r
     assert wrong == [], wrong
 
 
-@pytest.mark.slow
-def test_rerun_single_ablation_only_reruns_its_steps(smoke_run):
-    repo, cfg = smoke_run
-    (repo / "results/mnist_smoke/pretrained_svm/metrics.json").unlink()
-    jobs = planned_jobs(repo, "results/mnist_smoke/pretrained_svm/metrics.json", cfg)
-    assert jobs.get("svm") == 1 and "pretrain_layer" not in jobs and "features" not in jobs, jobs
-
-
-@pytest.mark.slow
-def test_test_time_settings_rerun_prediction_not_training(smoke_run, tmp_path):
-    """A change of the supervised model's test-time settings (predict.iterations here)
-    reruns supervised_predict only; a change of its training settings reruns the training."""
-    repo, cfg = smoke_run
-    c = yaml.safe_load(Path(cfg).read_text())
-    sup = c["datasets"]["mnist_smoke"]["supervised"]
-    for key, retrain in (("iterations", False), ("burn_in", True)):
-        changed = json.loads(json.dumps(c))
-        block = changed["datasets"]["mnist_smoke"]["supervised"]
-        if key == "iterations":
-            block["predict"]["iterations"] = sup["predict"]["iterations"] + 1
-        else:
-            block["burn_in"] = sup["burn_in"] + 1
-        jobs = planned_jobs(repo, "results/mnist_smoke/supervised/metrics.json",
-                            write_config(tmp_path / f"{key}.yaml", changed))
-        assert jobs.get("supervised_predict") == 1 and ("supervised" in jobs) == retrain, jobs
-
-
-@pytest.mark.slow
 def test_estimator_comparison_probe_runs_on_the_smoke_run(smoke_run, tmp_path):
     """experiments/estimators/compare_routes.py (the findings page's command) runs on a
     workflow target's outputs: every route (under the global gamma_s, the option; the

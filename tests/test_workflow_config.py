@@ -142,15 +142,13 @@ def test_supervised_from_the_pretrained_layers_needs_no_refinement(repo, tmp_pat
 
 # ------------------------------------------------- kill and resume pretraining
 @pytest.mark.slow
-@pytest.mark.parametrize("batch_size,ckpt_name,resumed", [
-    (None, "checkpoint.npz", "resuming from checkpoint"),
-    (50, "batches/head.npz", "resuming from the batched state")])
-def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_size, ckpt_name,
-                                                             resumed):
+def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
     """Kill the snakemake job (SIGKILL, whole process group) once the chain has written a
     checkpoint, rerun with --rerun-incomplete: the layer ends with the dictionaries of an
-    uninterrupted run with the same seed. Both chains: every image in memory, and two
-    batches with the state on disk (killed wherever the sweep then is)."""
+    uninterrupted run with the same seed. The batched chain, two batches with the state
+    on disk (killed wherever the sweep then is): the checkpoint folder is no output, so
+    Snakemake keeps it. The in-memory chain's resumption is tests/test_pretrain_chain.py's."""
+    batch_size, ckpt_name, resumed = 50, "batches/head.npz", "resuming from the batched state"
     import signal
 
     repo = copy_repo(tmp_path / "repo")
@@ -199,28 +197,3 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path, batch_siz
     with np.load(repo / target) as z:
         for k, v in want.items():
             np.testing.assert_array_equal(z[k], v, err_msg=k)
-
-
-# ----------------------------------------------- the refinement on two workers
-@pytest.mark.slow
-def test_refinement_on_two_local_workers_writes_the_one_process_model(tmp_path):
-    """`refine.workers: 2` (the rule starts two local worker processes) writes the
-    refined model of `workers: 1`, bit for bit, on the offline smoke config (40 images
-    in chunks of 20)."""
-    repo = copy_repo(tmp_path / "repo")
-    c = yaml.safe_load(Path(smoke_config(tmp_path, n_images=100, burn_in=4, collect=2)).read_text())
-    target = "results/mnist_smoke/refine/model.npz"
-    models = []
-    for workers in (1, 2):
-        c["datasets"]["mnist_smoke"]["refine"].update(chunk=20, workers=workers)
-        cfg = write_config(tmp_path / f"workers{workers}.yaml", c)
-        r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg), timeout=1800)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        with np.load(repo / target) as z:
-            models.append({k: z[k] for k in z.files if k not in ("wall_seconds", "chain_seconds")})
-    log = (repo / "results/logs/refine/mnist_smoke.log").read_text()
-    assert "refining with 2 workers" in log
-    assert sorted(models[0]) == sorted(models[1])
-    for k, v in models[0].items():
-        if k != "refine_config":  # it names its worker count
-            np.testing.assert_array_equal(v, models[1][k], err_msg=k)
