@@ -246,10 +246,15 @@ def test_supervised_refit(results, tmp_path):
 
 
 def test_mcnemar_exact_p():
-    probe = load_probe(EXPERIMENTS / "estimators" / "supervised_refit.py")
-    assert probe.mcnemar_exact_p(0, 0) == 1.0 and probe.mcnemar_exact_p(3, 3) == 1.0
-    assert probe.mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
-    assert probe.mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
+    from dgdm_tf.report.scores import mcnemar_exact_p, paired_errors
+
+    # wrong: a on images 2, 3; b on 1, 3
+    assert paired_errors([0, 1, 2, 3], [0, 0, 0, 3], [0, 1, 0, 0]) == {
+        "diff_pct_points": 0.0, "se_pct_points": pytest.approx(100 * 2 ** 0.5 / 4),
+        "wrong_only_a": 1, "wrong_only_b": 1, "wrong_both": 1, "mcnemar_exact_p": 1.0}
+    assert mcnemar_exact_p(0, 0) == 1.0 and mcnemar_exact_p(3, 3) == 1.0
+    assert mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
+    assert mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
 
 
 def test_prior_draws(results, tmp_path):
