@@ -292,7 +292,35 @@ def test_pretrain_floor_ratio(tmp_path):
 
 
 #: each probe's smoke-run test above (a new probe needs one)
+def test_chain_length(results, tmp_path, capsys):
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+    common = ["--results", str(results), "--smoke"]
+    ref = tmp_path / "refine"
+    probe.main(["run", "--kind", "refine", "--out", str(ref), "--stop-after", "2", *common])
+    assert "stopped after sweep 2" in capsys.readouterr().out
+    probe.main(["run", "--kind", "refine", "--out", str(ref), *common])  # resumes at its checkpoint
+    assert "resuming refinement from checkpoint at sweep 2/3" in capsys.readouterr().out
+    snaps = probe.load_snapshots(ref / "snapshots")
+    assert list(snaps["sweep"]) == [1, 2, 3] and "beta" not in snaps and snaps["svm"] is None
+    sup = tmp_path / "supervised"
+    probe.main(["run", "--kind", "supervised", "--out", str(sup), *common])
+    s = probe.load_snapshots(sup / "snapshots")
+    assert s["beta"].shape[0] == 3 and s["svm"]["mean"].shape == (s["beta"].shape[2] - 1,)
+    assert list(probe.window(15, 1 / 3)) == list(range(11, 16)) and list(probe.window(3, 1 / 3)) == [3]
+    got = probe.main(["read", "--refine", str(ref), "--supervised", str(sup), "--lengths", "2", "3",
+                      "--out", str(tmp_path / "read"), *common])
+    assert got["n_train"] == 20 and got["n_test"] == 10
+    for t in ("2", "3"):
+        for row in ("unsupervised_svm", "supervised"):
+            r = got["lengths"][t][row]
+            assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
+    assert got["lengths"]["3"]["supervised"]["sweeps_averaged"] == [3, 3]
+    assert {p.name for p in (tmp_path / "read").iterdir()} == {
+        "chain_length.json", "error_vs_length.png", "top_T2.png", "top_T3.png"}
+
+
 SMOKE_RUNS = {
+    "length/chain_length.py": test_chain_length,
     "estimators/compare_routes.py": test_compare_routes,
     "estimators/alg2_objective.py": test_alg2_objective,
     "estimators/supervised_refit.py": test_supervised_refit,
