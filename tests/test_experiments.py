@@ -292,31 +292,55 @@ def test_pretrain_floor_ratio(tmp_path):
 
 
 #: each probe's smoke-run test above (a new probe needs one)
-def test_chain_length(results, tmp_path, capsys):
+def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
+    """Blocks of `every` sweeps and a last short one; a chain resumed at its checkpoint
+    (sweep 2) writes the same block again; a fresh start (t = 0) clears older blocks."""
+    from types import SimpleNamespace
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+
+    def state(t):
+        return (SimpleNamespace(d=[np.full((2, 2), t, np.float32)], gamma_s=np.full((3, 1), 2.0 ** t),
+                                gamma_e=np.array([t, t + 2.0]), on=np.ones((3, 1, 1, 2)) * t / 4), None, [])
+
+    rec = probe.Snapshots(tmp_path, every=2, total=3)
+    for t in range(3):
+        rec(t, state(t))
+    first = probe.load_snapshots(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweeps_0001-0002.npz", "sweeps_0003-0003.npz"]
+    assert list(first["sweep"]) == [1, 2, 3] and first["svm"] is None
+    np.testing.assert_array_equal(first["gamma_e_mean"], [1.0, 2.0, 3.0])
+    probe.Snapshots(tmp_path, every=2, total=3)(2, state(2))  # resumed at sweep 2 of 3
+    again = probe.load_snapshots(tmp_path)
+    assert all(np.array_equal(first[k], again[k]) for k in first if k != "svm")
+    m = probe.model_at(first, 3, 2 / 3)  # sweeps 2..3
+    assert m["sweeps"] == [2, 3] and m["gamma_s"] == 3.0 and m["D"][0][0, 0] == 1.5
+    with pytest.raises(SystemExit, match="3 sweeps recorded, not 4"):
+        probe.model_at(first, 4, 1 / 3)
+    probe.Snapshots(tmp_path, every=2, total=3)(0, state(0))  # a fresh start
+    assert not (tmp_path / "sweeps_0003-0003.npz").exists()
+
+
+def test_chain_length(results, tmp_path):
+    """Both chains from the tiny model's pretrained layers, then the rows read at sweep 3."""
     probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
     common = ["--results", str(results), "--smoke"]
-    ref = tmp_path / "refine"
-    probe.main(["run", "--kind", "refine", "--out", str(ref), "--stop-after", "2", *common])
-    assert "stopped after sweep 2" in capsys.readouterr().out
-    probe.main(["run", "--kind", "refine", "--out", str(ref), *common])  # resumes at its checkpoint
-    assert "resuming refinement from checkpoint at sweep 2/3" in capsys.readouterr().out
-    snaps = probe.load_snapshots(ref / "snapshots")
-    assert list(snaps["sweep"]) == [1, 2, 3] and "beta" not in snaps and snaps["svm"] is None
-    sup = tmp_path / "supervised"
+    ref, sup = tmp_path / "refine", tmp_path / "supervised"
+    probe.main(["run", "--kind", "refine", "--out", str(ref), *common])
     probe.main(["run", "--kind", "supervised", "--out", str(sup), *common])
     s = probe.load_snapshots(sup / "snapshots")
     assert s["beta"].shape[0] == 3 and s["svm"]["mean"].shape == (s["beta"].shape[2] - 1,)
-    assert list(probe.window(15, 1 / 3)) == list(range(11, 16)) and list(probe.window(3, 1 / 3)) == [3]
-    got = probe.main(["read", "--refine", str(ref), "--supervised", str(sup), "--lengths", "2", "3",
+    assert "beta" not in probe.load_snapshots(ref / "snapshots")
+    assert list(probe.window(15, 1 / 3)) == list(range(11, 16))
+    got = probe.main(["read", "--refine", str(ref), "--supervised", str(sup), "--lengths", "3",
                       "--out", str(tmp_path / "read"), *common])
     assert got["n_train"] == 20 and got["n_test"] == 10
-    for t in ("2", "3"):
-        for row in ("unsupervised_svm", "supervised"):
-            r = got["lengths"][t][row]
-            assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
-    assert got["lengths"]["3"]["supervised"]["sweeps_averaged"] == [3, 3]
+    for row in ("unsupervised_svm", "supervised"):
+        r = got["lengths"]["3"][row]
+        assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
+        assert r["sweeps_averaged"] == [3, 3]
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
-        "chain_length.json", "error_vs_length.png", "top_T2.png", "top_T3.png"}
+        "chain_length.json", "error_vs_length.png", "top_T3.png"}
 
 
 SMOKE_RUNS = {
