@@ -246,10 +246,15 @@ def test_supervised_refit(results, tmp_path):
 
 
 def test_mcnemar_exact_p():
-    probe = load_probe(EXPERIMENTS / "estimators" / "supervised_refit.py")
-    assert probe.mcnemar_exact_p(0, 0) == 1.0 and probe.mcnemar_exact_p(3, 3) == 1.0
-    assert probe.mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
-    assert probe.mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
+    from dgdm_tf.report.scores import mcnemar_exact_p, paired_errors
+
+    # wrong: a on images 2, 3; b on 1, 3
+    assert paired_errors([0, 1, 2, 3], [0, 0, 0, 3], [0, 1, 0, 0]) == {
+        "diff_pct_points": 0.0, "se_pct_points": pytest.approx(100 * 2 ** 0.5 / 4),
+        "wrong_only_a": 1, "wrong_only_b": 1, "wrong_both": 1, "mcnemar_exact_p": 1.0}
+    assert mcnemar_exact_p(0, 0) == 1.0 and mcnemar_exact_p(3, 3) == 1.0
+    assert mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
+    assert mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
 
 
 def test_prior_draws(results, tmp_path):
@@ -287,7 +292,59 @@ def test_pretrain_floor_ratio(tmp_path):
 
 
 #: each probe's smoke-run test above (a new probe needs one)
+def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
+    """Blocks of `every` sweeps and a last short one; a chain resumed at its checkpoint
+    (sweep 2) writes the same block again; a fresh start (t = 0) clears older blocks."""
+    from types import SimpleNamespace
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+
+    def state(t):
+        return (SimpleNamespace(d=[np.full((2, 2), t, np.float32)], gamma_s=np.full((3, 1), 2.0 ** t),
+                                gamma_e=np.array([t, t + 2.0]), on=np.ones((3, 1, 1, 2)) * t / 4), None, [])
+
+    rec = probe.Snapshots(tmp_path, every=2, total=3)
+    for t in range(3):
+        rec(t, state(t))
+    first = probe.load_snapshots(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweeps_0001-0002.npz", "sweeps_0003-0003.npz"]
+    assert list(first["sweep"]) == [1, 2, 3] and first["svm"] is None
+    np.testing.assert_array_equal(first["gamma_e_mean"], [1.0, 2.0, 3.0])
+    probe.Snapshots(tmp_path, every=2, total=3)(2, state(2))  # resumed at sweep 2 of 3
+    again = probe.load_snapshots(tmp_path)
+    assert all(np.array_equal(first[k], again[k]) for k in first if k != "svm")
+    m = probe.model_at(first, 3, 2 / 3)  # sweeps 2..3
+    assert m["sweeps"] == [2, 3] and m["gamma_s"] == 3.0 and m["D"][0][0, 0] == 1.5
+    with pytest.raises(SystemExit, match="3 sweeps recorded, not 4"):
+        probe.model_at(first, 4, 1 / 3)
+    probe.Snapshots(tmp_path, every=2, total=3)(0, state(0))  # a fresh start
+    assert not (tmp_path / "sweeps_0003-0003.npz").exists()
+
+
+def test_chain_length(results, tmp_path):
+    """Both chains from the tiny model's pretrained layers, then the rows read at sweep 3."""
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+    common = ["--results", str(results), "--smoke"]
+    ref, sup = tmp_path / "refine", tmp_path / "supervised"
+    probe.main(["run", "--kind", "refine", "--out", str(ref), *common])
+    probe.main(["run", "--kind", "supervised", "--out", str(sup), *common])
+    s = probe.load_snapshots(sup / "snapshots")
+    assert s["beta"].shape[0] == 3 and s["svm"]["mean"].shape == (s["beta"].shape[2] - 1,)
+    assert "beta" not in probe.load_snapshots(ref / "snapshots")
+    assert list(probe.window(15, 1 / 3)) == list(range(11, 16))
+    got = probe.main(["read", "--refine", str(ref), "--supervised", str(sup), "--lengths", "3",
+                      "--out", str(tmp_path / "read"), *common])
+    assert got["n_train"] == 20 and got["n_test"] == 10
+    for row in ("unsupervised_svm", "supervised"):
+        r = got["lengths"]["3"][row]
+        assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
+        assert r["sweeps_averaged"] == [3, 3]
+    assert {p.name for p in (tmp_path / "read").iterdir()} == {
+        "chain_length.json", "error_vs_length.png", "top_T3.png"}
+
+
 SMOKE_RUNS = {
+    "length/chain_length.py": test_chain_length,
     "estimators/compare_routes.py": test_compare_routes,
     "estimators/alg2_objective.py": test_alg2_objective,
     "estimators/supervised_refit.py": test_supervised_refit,

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel, generate
-from dgdm_tf.mcem.classify import classify
+from dgdm_tf.mcem.classify import alg2_route, classify
 from dgdm_tf.mcem.test_time import infer_map
 from dgdm_tf.supervised.joint_svm import decision_values
 from dgdm_tf.topdown.chain import infer_topdown
@@ -65,3 +65,14 @@ def test_a_route_without_its_settings_is_refused(route, says):
     with pytest.raises(ValueError, match=says):
         classify(x, models, mean, std, LAYERS, route=route, seeds=[0], burn_in=1, batch_size=4,
                  gamma_s=1.0, scan="fixed")
+
+
+def test_alg2_route_is_infer_maps_settings_of_a_topdown_features_block():
+    block = {"route": "alg2", "scan": "fixed",
+             "alg2": {"burn_in": 1, "max_iterations": 3, "tol": 0.01, "batch_size": 16,
+                      "rmsprop_lr": 0.001, "rmsprop_decay": 0.95, "rmsprop_steps": 1}}
+    assert alg2_route(block, hyper=None) == {
+        "route": "mcem", "burn_in": 1, "iterations": 3, "tol": 0.01, "batch_size": 16,
+        "rmsprop": {"lr": 0.001, "decay": 0.95, "steps": 1}, "hyper": None, "scan": "fixed"}
+    with pytest.raises(ValueError, match="route 'alg2'"):
+        alg2_route({**block, "route": "chain"}, hyper=None)

@@ -108,3 +108,16 @@ def test_a_checkpoint_of_an_older_layout_starts_afresh(tmp_path, drop):
     run, said = _run(tmp_path / "b")
     assert run.steps_here == 10 and any("older version" in m and "afresh" in m for m in said)
     np.testing.assert_array_equal(run.state, whole.state)
+
+
+def test_on_step_sees_each_new_state_and_changes_nothing(tmp_path):
+    """on_step(t, state) is called once per step taken with that step's new state; the
+    run's state, sums and rows are those of a run without it."""
+    plain, _ = _run(tmp_path / "a")
+    seen = []
+    ck = Checkpoint(tmp_path / "b" / "ck.npz", "a", every=2)
+    run = run_chain(AR1(0, burn_in=3), 10, ck, on_step=lambda t, s: seen.append((t, s.copy())))
+    assert [t for t, _ in seen] == list(range(10))
+    np.testing.assert_array_equal(seen[-1][1], plain.state)
+    np.testing.assert_array_equal(run.state, plain.state)
+    assert run.rows == plain.rows and all(np.array_equal(run.sums[k], plain.sums[k]) for k in run.sums)

@@ -182,6 +182,27 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     assert "starting afresh" in said[0]
 
 
+def test_on_step_reads_every_sweep_and_leaves_the_draws_unchanged():
+    """run_refine's on_step sees each sweep's state; a chain with it draws the same bits,
+    and the states it saw, summed over the collected sweeps as the chain sums them, give
+    the chain's collection average."""
+    model, d_true, x = _draw(6, seed=5)
+    kw = dict(seed=1, burn_in=2, collect=3, gamma_e_init=50.0, gamma_s_init=0.25, progress=None)
+    plain = refine.run_refine(x, d_true, LAYERS, **kw)
+    seen = {}
+    watched = refine.run_refine(x, d_true, LAYERS, **kw,
+                                on_step=lambda t, st: seen.setdefault(t, [np.asarray(d) for d in st[0].d]))
+    assert sorted(seen) == list(range(5))
+    for a, b in zip(plain["D"], watched["D"]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(plain["features"], watched["features"])
+    for l in range(len(d_true)):
+        acc = seen[2][l]
+        for t in (3, 4):
+            acc = acc + seen[t][l]
+        np.testing.assert_array_equal((acc / 3.0).astype(np.float32), watched["D"][l])
+
+
 def test_missing_masks_and_errors():
     m = deep_chain.missing_mask((4, 10, 8, 3), "half")
     assert m[:, :5].min() == 1 and m[:, 5:].max() == 0

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -48,7 +47,7 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.io.artifacts import read_supervised_model  # noqa: E402
 from dgdm_tf.mcem.classify import supervised_route, top_features  # noqa: E402
-from dgdm_tf.report.scores import error_pct, standard_error_pct  # noqa: E402
+from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.joint_svm import decision_values  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
@@ -81,24 +80,12 @@ def err(pred, y) -> dict:
     return {"error_pct": e, "se_pct": standard_error_pct(e, len(y))}
 
 
-def mcnemar_exact_p(a: int, b: int) -> float:
-    """Two-sided exact McNemar test of a vs b discordant images: Binomial(a + b, 1/2)."""
-    n = a + b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(a, b) + 1)) / 2.0 ** n
-    return min(1.0, 2.0 * tail)
-
-
 def paired(pred_a, pred_b, y) -> dict:
-    """b minus a on the same images: the difference, its paired SE, McNemar's exact test."""
-    wa, wb = np.asarray(pred_a) != y, np.asarray(pred_b) != y
-    n, only_a, only_b = len(y), int(np.sum(wa & ~wb)), int(np.sum(wb & ~wa))
-    diff = (only_b - only_a) / n
-    se = math.sqrt(max(only_a + only_b - n * diff * diff, 0.0)) / n
-    p = mcnemar_exact_p(only_a, only_b)
-    return {"diff_pct_points": 100 * diff, "se_pct_points": 100 * se, "wrong_only_joint": only_a,
-            "wrong_only_refit": only_b, "wrong_both": int(np.sum(wa & wb)), "mcnemar_exact_p": float(p)}
+    """refit (b) minus joint (a) on the same images (dgdm_tf.report.scores.paired_errors)."""
+    p = paired_errors(pred_a, pred_b, y)
+    return {"diff_pct_points": p["diff_pct_points"], "se_pct_points": p["se_pct_points"],
+            "wrong_only_joint": p["wrong_only_a"], "wrong_only_refit": p["wrong_only_b"],
+            "wrong_both": p["wrong_both"], "mcnemar_exact_p": p["mcnemar_exact_p"]}
 
 
 def main(argv=None):

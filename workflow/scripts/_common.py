@@ -216,15 +216,11 @@ def topdown_per_image(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s:
     from dgdm_tf.pretrain.ridge_start import RidgeStart
 
     if cfg["route"] == "alg2":
-        from dgdm_tf.mcem.test_time import infer_map
+        from dgdm_tf.mcem.classify import alg2_route, top_features
 
-        a = cfg["alg2"]
-        return infer_map(x, dictionaries, layers, seed=seed, burn_in=int(a["burn_in"]),
-                         iterations=int(a["max_iterations"]), tol=float(a["tol"]),
-                         batch_size=int(a["batch_size"]), gamma_s=gamma_s, gamma_e_init=gamma_e_init,
-                         hyper=hyper, rmsprop_lr=float(a["rmsprop_lr"]), rmsprop_decay=float(a["rmsprop_decay"]),
-                         rmsprop_steps=int(a["rmsprop_steps"]), scan=cfg["scan"], images=images,
-                         progress=progress)
+        return top_features(x, dictionaries, layers, seed=seed, gamma_s=gamma_s,
+                            gamma_e_init=gamma_e_init, images=images, progress=progress,
+                            **alg2_route(cfg, hyper=hyper))
     from dgdm_tf.topdown import chain as deep_chain
 
     chains = int(cfg["chains"])

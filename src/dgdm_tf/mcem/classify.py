@@ -149,6 +149,20 @@ def supervised_route(sup, predict: dict, *, hyper: dict | None, scan: str) -> di
                 gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan)
 
 
+def alg2_route(topdown: dict, *, hyper: dict | None) -> dict:
+    """:func:`top_features`' route settings for a `topdown_features` config block of
+    route ``alg2`` (its ``alg2`` settings and ``scan``): the test-time features of the
+    unsupervised_svm and pretrained_svm rows (supplement Algorithm 2)."""
+    if topdown.get("route") != "alg2":
+        raise ValueError(f"alg2_route needs a topdown_features block of route 'alg2', got "
+                         f"{topdown.get('route')!r}")
+    a = topdown["alg2"]
+    return dict(route="mcem", burn_in=int(a["burn_in"]), iterations=int(a["max_iterations"]),
+                tol=float(a["tol"]), batch_size=int(a["batch_size"]),
+                rmsprop={k: a[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
+                hyper=hyper, scan=topdown["scan"])
+
+
 def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict], *,
                         seeds: Sequence[int], hyper: dict | None, scan: str,
                         images: Sequence[int] | None = None,

@@ -110,10 +110,14 @@ class ChainRun:
 
 def run_chain(kernel: Kernel, total: int, checkpoint: Checkpoint, *,
               say: Callable[[str], None] | None = None,
-              stop_after: int | None = None) -> ChainRun | None:
+              stop_after: int | None = None,
+              on_step: Callable[[int, Any], None] | None = None) -> ChainRun | None:
     """Run ``kernel`` to ``total`` steps, from the checkpoint when it fits. Returns None
     when ``stop_after`` steps (in all) end the run before ``total`` (used to test
-    resumption)."""
+    resumption). ``on_step(t, state)``: called after step ``t`` (0-based) with its new
+    state, before that step's checkpoint is written (so what it records of the steps
+    since the last checkpoint is written again, the same, when a killed chain resumes);
+    it only reads the state, so the draws are unchanged."""
     say = say or (lambda _m: None)
     saved = checkpoint.load(total, say)
     if saved is not None:
@@ -136,6 +140,8 @@ def run_chain(kernel: Kernel, total: int, checkpoint: Checkpoint, *,
     t_start = time.time()
     for t in range(done, total):
         state, row, draw = kernel.step(state, t)
+        if on_step is not None:
+            on_step(t, state)
         rows.append(row)
         if draw is not None:
             sums = draw if not sums else {k: sums[k] + draw[k] for k in sums}

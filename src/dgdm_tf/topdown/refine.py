@@ -233,7 +233,8 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
                svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
-               scan: str = "random", distribute: bool = False) -> dict | None:
+               scan: str = "random", distribute: bool = False,
+               on_step: Callable[[int, tuple], None] | None = None) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
     ``chunk``: draw the per-image steps that many images at a time (memory: the top
@@ -273,6 +274,11 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     and 1, 2 or W workers draw the same chain, bit for bit: the chain of ``chunk``
     without ``distribute``. Only the chief (worker 0) writes the checkpoint and the
     trace; a checkpoint resumes with any number of workers.
+
+    ``on_step(t, (state, svm, kept))``: called after sweep ``t`` (0-based) with the
+    chain's :class:`DeepState`, the SVM's state (None before it starts) and the kept
+    models (:func:`dgdm_tf.mcmc.driver.run_chain`'s ``on_step``: a reader, the draws are
+    unchanged).
     """
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
@@ -323,7 +329,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     ck = Checkpoint(Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None, fp,
                     every=checkpoint_every, write=team.chief,
                     resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
-    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after, on_step=on_step)
     if run is None:
         return None
     acc, rows, (_, svm, samples) = run.sums, run.rows, run.state

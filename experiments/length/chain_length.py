@@ -1,0 +1,395 @@
+"""The paper's two chains run long: refinement and the supervised chain read at several lengths.
+
+`run`: one chain (`refine`: joint refinement of every layer, `dgdm_tf.topdown.refine.run_refine`;
+`supervised`: the same with labels, the Bayesian SVM trained jointly, started from the
+pretrained layers as the supervised rule's `start_from: pretrained`) on the first N images
+of the rows' shared training subset (`dgdm_tf.data.subsets.shared_subset`: both kinds see the
+same images), for SWEEPS sweeps (the dataset block's `burn_in` of HMC step-size adaptation,
+then collection), seeded `seed_for(seed, ds, "chain_length", kind, chain)`. After every sweep
+the chain's dictionaries, gamma_s, mean gamma_e, top-unit usage and (supervised) beta are
+recorded through run_refine's `on_step` (a reader: the draws are unchanged), in blocks of
+`--every` sweeps (`snapshots/sweeps_<a>-<b>.npz`, float32 as drawn), written before the
+chain's checkpoint of the same sweep, so a rerun of the same command resumes from
+`checkpoint/checkpoint.npz` and rewrites the same blocks. The trace is `checkpoint/trace.csv`.
+
+`read`: for each length T, the model at T is the mean of the snapshots of the sweeps
+(T - ceil(T * window), T] (default window 1/3: T = 15 averages sweeps 11..15, the default
+run's burn_in 10 + collect 5); the supervised model's beta is the mean over the same sweeps
+(decision values are linear in beta: the mean of the sweeps' decision values with that D).
+On the first n_train / n_test images of the rows' shared subsets:
+  pretrained + SVM: the pretrained layers' test-time features (route of the dataset's
+    `topdown_features` block, `dgdm_tf.mcem.classify.alg2_route`: supplement Algorithm 2),
+    seeds `seed_for(seed, ds, "features", split)` as the features rule;
+  unsupervised + SVM: the same route with the refinement's model at T, seeds
+    `seed_for(seed, ds, "topdown_features", split)` as the topdown_features rule;
+  both with the Bayesian SVM as the svm rule fits it (the `svm` block on the `svm_view`, seed
+  `seed_for(seed, ds, <row>, "svm")`);
+  supervised: its own prediction route (`dgdm_tf.mcem.classify.classify_supervised` with the
+    `supervised.predict` block), seed `seed_for(seed, ds, "supervised_predict", 0)`.
+Each row's test error with its binomial standard error, and against the pretrained row on
+the same test images McNemar's exact p (`dgdm_tf.report.scores.paired_errors`). Writes
+OUT/chain_length.json, OUT/error_vs_length.png and OUT/top_T<T>.png (Fig. 2: the top-layer
+elements in the data plane, unsupervised beside supervised, most used first).
+
+    nohup nice -n 19 python experiments/length/chain_length.py run --kind refine \\
+        --results /work/longruns/clone/results/mnist --n-images 500 --sweeps 300 --chain 0 \\
+        --out /work/longruns/length/refine_c0 > refine_c0.log 2>&1 &
+    python experiments/length/chain_length.py read --results /work/longruns/clone/results/mnist \\
+        --refine /work/longruns/length/refine_c0 --supervised /work/longruns/length/supervised_c0 \\
+        --lengths 15 50 --n-train 1000 --n-test 1000 --out /tmp/length
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+from dgdm_tf.core.compiled import reproducible_graphs  # noqa: E402
+from dgdm_tf.core.random import seed_for  # noqa: E402
+from dgdm_tf.data.arrays import class_count, load_prepared  # noqa: E402
+from dgdm_tf.data.subsets import shared_subset  # noqa: E402
+from dgdm_tf.io import artifacts, atomic  # noqa: E402
+from dgdm_tf.topdown.conjugate import gamma_s_summary  # noqa: E402
+
+T0 = time.perf_counter()
+KINDS = ("refine", "supervised")
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} +{time.perf_counter() - T0:7.1f} s] {msg}", flush=True)
+
+
+def settings(results: Path, config):
+    """(config, dataset name, its block): RESULTS names the dataset (results/<ds>);
+    ``config`` None: config/config.yaml of the repository that holds RESULTS."""
+    config = Path(config) if config else results.resolve().parents[1] / "config" / "config.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    ds = results.name
+    if ds not in cfg.get("datasets", {}):
+        raise SystemExit(f"{config} has no dataset {ds!r} (the name of --results {results}); "
+                         f"give the config the run was made with (--config)")
+    return cfg, ds, cfg["datasets"][ds]
+
+
+def pretrained(results: Path, n_layers: int) -> list:
+    paths = [results / "pretrain" / f"layer{l + 1}.npz" for l in range(n_layers)]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise SystemExit(f"no pretrained layers {missing}: run `snakemake --cores 2 "
+                         f"{results}/pretrain/layer{n_layers}.npz` first")
+    return [artifacts.read_pretrained_layer(p) for p in paths]
+
+
+# --- the per-sweep snapshots ----------------------------------------------------------------
+
+class Snapshots:
+    """run_refine's ``on_step``: each sweep's dictionaries, gamma_s, mean gamma_e, top-unit
+    usage and (with the SVM) beta, written every ``every`` sweeps and at ``total`` as one
+    block; the SVM's standardisation once (svm.npz). A chain started afresh (t == 0)
+    clears the folder's older blocks."""
+
+    def __init__(self, folder: Path, every: int, total: int):
+        self.folder, self.every, self.total, self.rows = Path(folder), every, total, []
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, t: int, chain_state) -> None:
+        st, svm, _ = chain_state
+        if t == 0:
+            for old in self.folder.glob("*.npz"):
+                old.unlink()
+        rec = {f"d{l}": np.asarray(d) for l, d in enumerate(st.d)}
+        rec.update(gamma_s=np.float64(gamma_s_summary(st.gamma_s)),
+                   gamma_e_mean=np.float64(np.mean(np.asarray(st.gamma_e))),
+                   on_rate=np.asarray(st.on).mean(axis=(0, 1, 2)))
+        if svm is not None:
+            rec["beta"] = np.asarray(svm.beta)
+            if not (self.folder / "svm.npz").exists():
+                atomic.save_npz(self.folder / "svm.npz", mean=np.asarray(svm.mean), std=np.asarray(svm.std))
+        self.rows.append((t + 1, rec))
+        if (t + 1) % self.every == 0 or t + 1 == self.total:
+            first = self.rows[0][0]
+            arrays = {k: np.stack([r[k] for _, r in self.rows]) for k in self.rows[0][1]}
+            atomic.save_npz(self.folder / f"sweeps_{first:04d}-{t + 1:04d}.npz",
+                            sweep=np.array([s for s, _ in self.rows]), **arrays)
+            self.rows = []
+
+
+def load_snapshots(folder: Path) -> dict:
+    """Every recorded sweep's arrays stacked in sweep order ('sweep' 1..n), and 'svm'."""
+    blocks = sorted(Path(folder).glob("sweeps_*.npz"))
+    if not blocks:
+        raise SystemExit(f"no snapshots in {folder}: run `chain_length.py run` first")
+    parts = [dict(np.load(b)) for b in blocks]
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    if not np.array_equal(out["sweep"], np.arange(1, len(out["sweep"]) + 1)):
+        raise SystemExit(f"the snapshots in {folder} are not sweeps 1..n: {out['sweep'][:5]}...")
+    svm = Path(folder) / "svm.npz"
+    out["svm"] = dict(np.load(svm)) if svm.exists() else None
+    return out
+
+
+def window(length: int, frac: float) -> range:
+    """The sweeps (1-based) the model at ``length`` averages: the last ceil(length * frac)."""
+    return range(length - max(1, math.ceil(length * frac)) + 1, length + 1)
+
+
+def model_at(snaps: dict, length: int, frac: float) -> dict:
+    """The mean of the snapshots over :func:`window` (float64 sums, then float32)."""
+    if length > len(snaps["sweep"]):
+        raise SystemExit(f"the chain has {len(snaps['sweep'])} sweeps recorded, not {length}")
+    sel = np.asarray(window(length, frac)) - 1
+    m = {k: v[sel].astype(np.float64).mean(axis=0) for k, v in snaps.items()
+         if k not in ("sweep", "svm")}
+    n_layers = sum(k.startswith("d") and k[1:].isdigit() for k in m)
+    return {"D": [m[f"d{l}"].astype(np.float32) for l in range(n_layers)],
+            "gamma_s": float(m["gamma_s"]), "gamma_e_mean": float(m["gamma_e_mean"]),
+            "on_rate": m["on_rate"], "beta": m.get("beta"),
+            "sweeps": [int(sel[0]) + 1, int(sel[-1]) + 1]}
+
+
+# --- run --------------------------------------------------------------------------------------
+
+def run(a) -> dict:
+    from dgdm_tf.topdown import refine
+
+    results = Path(a.results)
+    cfg, ds, block = settings(results, a.config)
+    seed, layers, hyper = int(cfg["seed"]), block["model"]["layers"], cfg["hyper"]
+    rcfg = block[a.kind]
+    pre = pretrained(results, len(layers))
+    d = load_prepared(results / "data" / "prepared.npz")
+    x, labels, idx = shared_subset(d, "train", block["n_train"], a.n_images, seed, ds)
+    chain_seed = seed_for(seed, ds, "chain_length", a.kind, a.chain)
+    burn_in = int(rcfg["burn_in"] if a.burn_in is None else a.burn_in)
+    if not 0 <= burn_in < a.sweeps:
+        raise SystemExit(f"--burn-in {burn_in} must be below --sweeps {a.sweeps}")
+    out = Path(a.out)
+    kw = dict(seed=chain_seed, burn_in=burn_in, collect=a.sweeps - burn_in, thin=1, hyper=hyper,
+              gamma_e_init=pre[0].gamma_e_mean, gamma_s_init=pre[-1].gamma_w,
+              n_leapfrog=int(rcfg["n_leapfrog"]), power_iterations=int(rcfg["power_iterations"]),
+              checkpoint_dir=str(out / "checkpoint"), checkpoint_every=a.every,
+              trace_path=str(out / "checkpoint" / "trace.csv"), chunk=rcfg["chunk"], scan=rcfg["scan"])
+    if a.kind == "supervised":
+        svm_hyper = {k: rcfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}
+        svm_hyper["steps"] = int(rcfg["svm_steps"])
+        kw.update(labels=labels, n_classes=class_count(d), svm_hyper=svm_hyper,
+                  keep_models=int(rcfg["predict"]["models"]), svm_warmup=int(rcfg["svm_warmup"]),
+                  svm_average=int(rcfg["svm_average"]))
+    about = {"kind": a.kind, "dataset": ds, "results": str(results), "config": str(a.config),
+             "n_images": len(idx), "image_indices": [int(i) for i in idx], "sweeps": a.sweeps,
+             "burn_in": burn_in, "chain": a.chain, "chain_seed": chain_seed, "every": a.every,
+             "start": "pretrained", "chunk": rcfg["chunk"], "scan": rcfg["scan"]}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out / "run.json", about)
+    say(f"{a.kind} chain {a.chain} (seed {chain_seed}) on {x.shape} from the pretrained layers "
+        f"{[z.D.shape for z in pre]}: {a.sweeps} sweeps (burn-in {burn_in}), snapshots every "
+        f"{a.every} into {out / 'snapshots'}")
+    res = refine.run_refine(x, [z.D for z in pre], layers, progress=say, stop_after=a.stop_after,
+                            on_step=Snapshots(out / "snapshots", a.every, a.sweeps), **kw)
+    if res is None:
+        say(f"stopped after sweep {a.stop_after} (--stop-after): rerun to resume")
+        return about
+    atomic.write_json(out / "done.json", {**about, "chain_seconds": res["seconds"]})
+    say(f"done: {a.sweeps} sweeps, {res['seconds']:.0f} s of sweeps")
+    return about
+
+
+# --- read -------------------------------------------------------------------------------------
+
+def svm_row(f_train, y_train, f_test, y_test, block, n_classes, seed) -> np.ndarray:
+    """The test predictions of the Bayesian SVM as the svm rule fits it."""
+    from dgdm_tf.supervised.feature_view import svm_view
+    from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
+    svm = BayesianSVM(n_classes, seed=seed, progress=None, **block["svm"])
+    svm.fit(svm_view(f_train, block["svm_view"]), y_train)
+    return np.asarray(svm.predict(svm_view(f_test, block["svm_view"])))
+
+
+def topdown_row(x, y, dictionaries, gamma_s, gamma_e, block, hyper, layers, n_classes, ds, seed,
+                salt, row) -> tuple:
+    """Features of both splits by the topdown_features block's route, then the SVM."""
+    from dgdm_tf.mcem.classify import alg2_route, top_features
+
+    route = alg2_route(block["topdown_features"], hyper=hyper)
+    f, secs = {}, 0.0
+    for split in ("train", "test"):
+        r = top_features(x[split], dictionaries, layers, seed=seed_for(seed, ds, salt, split),
+                         gamma_s=gamma_s, gamma_e_init=gamma_e, progress=None, **route)
+        f[split], secs = r["features"], secs + float(r["seconds"])
+    t = time.perf_counter()
+    pred = svm_row(f["train"], y["train"], f["test"], y["test"], block, n_classes,
+                   seed_for(seed, ds, row, "svm"))
+    return pred, {"feature_seconds": secs, "svm_seconds": time.perf_counter() - t}
+
+
+def scored(pred, y, base=None) -> dict:
+    from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct
+
+    e = error_pct(pred, y)
+    out = {"error_pct": e, "se_pct": standard_error_pct(e, len(y))}
+    if base is not None:
+        out["vs_pretrained"] = paired_errors(base, pred, y)
+    return out
+
+
+def read(a) -> dict:
+    from dgdm_tf.core.model import DeepModel, project_top_to_data
+    from dgdm_tf.mcem.classify import classify_supervised
+    from dgdm_tf.report import model_plots
+
+    results = Path(a.results)
+    cfg, ds, block = settings(results, a.config)
+    seed, layers, hyper = int(cfg["seed"]), block["model"]["layers"], cfg["hyper"]
+    pre = pretrained(results, len(layers))
+    d = load_prepared(results / "data" / "prepared.npz")
+    n_classes = class_count(d)
+    subsets = {"train": shared_subset(d, "train", block["n_train"], a.n_train, seed, ds),
+               "test": shared_subset(d, "test", block["n_test"], a.n_test, seed, ds)}
+    x = {s: v[0] for s, v in subsets.items()}
+    y = {s: v[1] for s, v in subsets.items()}
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    common = dict(block=block, hyper=hyper, layers=layers, n_classes=n_classes, ds=ds, seed=seed)
+    t = time.perf_counter()
+    base, cost = topdown_row(x, y, [z.D for z in pre], pre[-1].gamma_w, pre[0].gamma_e_mean,
+                             salt="features", row="pretrained_svm", **common)
+    out = {"dataset": ds, "results": str(results), "n_train": len(y["train"]), "n_test": len(y["test"]),
+           "test_indices": [int(i) for i in subsets["test"][2]], "window": a.window,
+           "estimator": "mean of the per-sweep snapshots over the sweeps (T - ceil(T * window), T]",
+           "pretrained_svm": {**scored(base, y["test"]), **cost, "seconds": time.perf_counter() - t},
+           "lengths": {}}
+    say(f"pretrained + SVM: {out['pretrained_svm']['error_pct']:.2f} % "
+        f"({time.perf_counter() - t:.0f} s)")
+    snaps = {k: load_snapshots(Path(p) / "snapshots") for k, p in (("refine", a.refine),
+                                                                   ("supervised", a.supervised)) if p}
+    for k, p in (("refine", a.refine), ("supervised", a.supervised)):
+        if p:
+            out[f"{k}_run"] = json.loads((Path(p) / "run.json").read_text())
+    sup_cfg, pcfg = block["supervised"], block["supervised"]["predict"]
+    for length in a.lengths:
+        row = {}
+        grids = {}
+        if "refine" in snaps:
+            t = time.perf_counter()
+            m = model_at(snaps["refine"], length, a.window)
+            pred, cost = topdown_row(x, y, m["D"], m["gamma_s"], m["gamma_e_mean"],
+                                     salt="topdown_features", row="unsupervised_svm", **common)
+            row["unsupervised_svm"] = {**scored(pred, y["test"], base), **cost, "sweeps_averaged": m["sweeps"],
+                                       "seconds": time.perf_counter() - t}
+            grids["unsupervised"] = m
+            say(f"T={length}: unsupervised + SVM {row['unsupervised_svm']['error_pct']:.2f} % "
+                f"(sweeps {m['sweeps']}, {time.perf_counter() - t:.0f} s)")
+        if "supervised" in snaps:
+            t = time.perf_counter()
+            m = model_at(snaps["supervised"], length, a.window)
+            svm = snaps["supervised"]["svm"]
+            sup = SimpleNamespace(samples_D=[v[None] for v in m["D"]], samples_beta=m["beta"][None],
+                                  svm_mean=svm["mean"], svm_std=svm["std"], gamma_s=m["gamma_s"],
+                                  gamma_e_mean=m["gamma_e_mean"])
+            res = classify_supervised(x["test"], sup, pcfg, layers, hyper=hyper, scan=sup_cfg["scan"],
+                                      seeds=[seed_for(seed, ds, "supervised_predict", 0)])
+            pred = np.argmax(res.scores, 1)
+            row["supervised"] = {**scored(pred, y["test"], base), "feature_seconds": float(res.seconds),
+                                 "sweeps_averaged": m["sweeps"], "seconds": time.perf_counter() - t}
+            grids["supervised"] = m
+            say(f"T={length}: supervised {row['supervised']['error_pct']:.2f} % "
+                f"({time.perf_counter() - t:.0f} s)")
+        out["lengths"][str(length)] = row
+        if grids:
+            model = DeepModel(x["test"].shape[1:], layers, hyper).with_ks(
+                [v.shape[-1] for v in next(iter(grids.values()))["D"]])
+            proj = {k: project_top_to_data(model, m["D"])[np.argsort(-m["on_rate"])] for k, m in grids.items()}
+            names = list(proj)
+            png = out_dir / f"top_T{length}.png"
+            title = f"{ds}: top-layer elements in the data plane after {length} sweeps, most used first"
+            if len(names) == 2:
+                model_plots.plot_image_pair(proj[names[0]], proj[names[1]], tuple(names), png, title)
+            else:
+                model_plots.plot_image_grid(proj[names[0]], png, f"{title} ({names[0]})")
+    out["wall_seconds"] = time.perf_counter() - T0
+    atomic.write_json(out_dir / "chain_length.json", out)
+    plot_lengths(out, out_dir / "error_vs_length.png")
+    say(f"wrote {out_dir / 'chain_length.json'}")
+    return out
+
+
+def plot_lengths(out: dict, png: Path) -> None:
+    """Test error against the chain's length, each row with its standard error; the
+    pretrained row on the same images as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dgdm_tf.report.plots import save_figure
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    lengths = [int(t) for t in out["lengths"]]
+    b = out["pretrained_svm"]
+    ax.axhspan(b["error_pct"] - b["se_pct"], b["error_pct"] + b["se_pct"], color="0.85")
+    ax.axhline(b["error_pct"], color="0.4", label="pretrained + SVM")
+    for row, label in (("unsupervised_svm", "unsupervised + SVM"), ("supervised", "supervised")):
+        pts = [(t, out["lengths"][str(t)][row]) for t in lengths if row in out["lengths"][str(t)]]
+        if pts:
+            ax.errorbar([t for t, _ in pts], [r["error_pct"] for _, r in pts],
+                        yerr=[r["se_pct"] for _, r in pts], marker="o", capsize=3, label=label)
+    ax.set_xlabel("sweeps of the chain")
+    ax.set_ylabel("test error (%)")
+    ax.set_title(f"{out['dataset']}: {out['n_train']} train / {out['n_test']} test images", fontsize=9)
+    ax.legend(fontsize=8)
+    save_figure(fig, png)
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("run", "read"):
+        s = sub.add_parser(name)
+        s.add_argument("--results", required=True, help="results/<dataset> holding pretrain/ and data/")
+        s.add_argument("--config", default=None, help="the config the pretraining ran with (default: "
+                       "config/config.yaml of the repository holding RESULTS)")
+        s.add_argument("--out", required=True, help="the chain's folder (run) or the output folder (read)")
+        s.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    r = sub.choices["run"]
+    r.add_argument("--kind", choices=KINDS, required=True)
+    r.add_argument("--n-images", type=int, default=500)
+    r.add_argument("--sweeps", type=int, default=300)
+    r.add_argument("--burn-in", type=int, default=None, help="default: the dataset block's")
+    r.add_argument("--chain", type=int, default=0, help="the chain's number: its seed")
+    r.add_argument("--every", type=int, default=10, help="sweeps between checkpoints (and snapshot blocks)")
+    r.add_argument("--stop-after", type=int, default=None, help="stop after this many sweeps (tests)")
+    q = sub.choices["read"]
+    q.add_argument("--refine", default=None, help="a refinement chain's folder (run --out)")
+    q.add_argument("--supervised", default=None, help="a supervised chain's folder (run --out)")
+    q.add_argument("--lengths", type=int, nargs="+", default=[15, 50, 150, 300])
+    q.add_argument("--window", type=float, default=1 / 3, help="the share of the last sweeps averaged")
+    q.add_argument("--n-train", type=int, default=1000)
+    q.add_argument("--n-test", type=int, default=1000)
+    a = p.parse_args(argv)
+    if a.command == "read" and not (a.refine or a.supervised):
+        p.error("read needs --refine or --supervised (or both)")
+    if a.smoke and a.command == "run":
+        a.n_images, a.sweeps, a.every = min(a.n_images, 8), min(a.sweeps, 3), 2
+    if a.smoke and a.command == "read":
+        a.n_train, a.n_test = min(a.n_train, 20), min(a.n_test, 10)
+    return a
+
+
+def main(argv=None):
+    a = parse(argv)
+    reproducible_graphs()  # as the rule scripts (workflow/scripts/_common.start)
+    return run(a) if a.command == "run" else read(a)
+
+
+if __name__ == "__main__":
+    main()
