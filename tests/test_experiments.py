@@ -321,6 +321,7 @@ def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
     assert not (tmp_path / "sweeps_0003-0003.npz").exists()
 
 
+@pytest.mark.slow  # three traces of chains and Algorithm 2: minutes
 def test_chain_length(results, tmp_path):
     """Both chains from the tiny model's pretrained layers, then the rows read at sweep 3."""
     probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
