@@ -217,12 +217,12 @@ def test_geweke_joint_distribution(jit_compile):
 
 
 # The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
-SMALL = (60, 5, 2024)
+SMALL = (80, 5, 2024)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_geweke_joint_distribution_small(jit_compile):
-    """The test above at the default tier's size (SMALL: 60 chains of 5 sweeps), whose power
+    """The test above at the default tier's size (SMALL: 80 chains of 5 sweeps), whose power
     the next test shows."""
     zscore = _geweke_layer(*SMALL, jit_compile)
     assert np.all(np.abs(zscore) < 4.0), zscore
