@@ -1,6 +1,7 @@
 """The top-down model's Geweke test: forward draws, the joint statistics compared, the
-successive-conditional chains, and those chains run on the unsupervised sweep (shared by
-the top-down, supervised and pretraining tests)."""
+successive-conditional chains, those chains run on the unsupervised sweep (shared by
+the top-down, supervised and pretraining tests), and a known-wrong gamma_s conditional
+that shows a test's power."""
 
 import numpy as np
 import tensorflow as tf
@@ -117,3 +118,14 @@ def geweke_sweep(model: DeepModel, n: int, chains: int, steps: int, seed: int,
         return (st, x), joint_stats(st, x, rec, model), stats["accept"].numpy()
 
     return geweke_chains(start, advance, chains, steps)
+
+
+def gamma_s_without_off_weights(state: DeepState, x, model: DeepModel, seed) -> DeepState:
+    """Not the conditional: Eq. SampleR read with the off units' weights taken as 0
+    (||S||^2 over all M units, as the equation prints it, where the sampler draws W_off
+    from its prior), so gamma_s comes out too large. Patched in for
+    topdown.sweep.resample_gamma_s, it shows that a Geweke test of the sweep has power."""
+    h = model.hyper
+    m = float(model.top.hs * model.top.ws)
+    rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2])
+    return state._replace(gamma_s=tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate)

@@ -54,18 +54,13 @@ def test_stored_blocks_rebuild_the_state_exactly():
     np.testing.assert_array_equal(back.numpy(), st.s.numpy())
 
 
-@pytest.mark.slow
-def test_geweke_batched_sweep():
-    """Successive-conditional simulation through the batched sweep keeps the joint
-    (|z| < 4: 300 chains of 20 sweeps), two images in two batches of one, the nine test
-    functions of the in-memory sweep's Geweke test (test_pretrain_kernel.py). Its power: with
-    D's statistics taken from the blocks before the (z, W) step instead of after (a
-    plausible slip of a batched sweep) the data-reconstruction cross term gave z = 4.2;
-    errors inside D's draw are pinned by test_d_from_batch_statistics_is_resample_d."""
+def _geweke_batched(chains, steps, seed):
+    """z per test function of :func:`_deep_geweke.geweke_chains` on the batched sweep:
+    two images in two batches of one, the test functions of the in-memory sweep's."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)
     n = 2
     model = PM.LayerModel(geom, PM.Hyper.from_dict(GEWEKE_HYPER), top=False, n_images=n)
-    rng = np.random.default_rng(2025)
+    rng = np.random.default_rng(seed)
     batch_fn, global_fn = S.make_batch_step(model), S.make_global_step(model)
 
     def locals_of(prm):
@@ -78,7 +73,7 @@ def test_geweke_batched_sweep():
         prm = forward_params(rng, geom, model, n)
         x = forward_data(rng, geom, prm)
         glob = S.BatchedGlobals(d=tf.constant(prm["d"]), gamma_w=tf.constant(prm["gamma_w"]),
-                               seed=tf.constant([2025, c]))
+                               seed=tf.constant([seed, c]))
         return (glob, locals_of(prm), x), layer_stats(prm, x, geom, model)
 
     def advance(carry):
@@ -100,8 +95,49 @@ def test_geweke_batched_sweep():
         x = forward_data(rng, geom, prm)
         return (glob, locals_of(prm), x), layer_stats(prm, x, geom, model), 1.0
 
-    zscore, _ = geweke_chains(start, advance, chains=300, steps=20)
+    return geweke_chains(start, advance, chains, steps)[0]
+
+
+@pytest.mark.slow
+def test_geweke_batched_sweep():
+    """Successive-conditional simulation through the batched sweep keeps the joint
+    (|z| < 4: 300 chains of 20 sweeps, :func:`_geweke_batched`), two images in two
+    batches of one, the nine test functions of the in-memory sweep's Geweke test
+    (test_pretrain_kernel.py). Its power: with D's statistics taken from the blocks
+    before the (z, W) step instead of after (a plausible slip of a batched sweep) the
+    data-reconstruction cross term gave z = 4.2; errors inside D's draw are pinned by
+    test_d_from_batch_statistics_is_resample_d."""
+    zscore = _geweke_batched(300, 20, 2025)
     assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
+SMALL = (40, 5, 2025)
+
+
+def test_geweke_batched_sweep_small():
+    """The test above at the default tier's size (SMALL: 40 chains of 5 sweeps), whose
+    power the next test shows."""
+    zscore = _geweke_batched(*SMALL)
+    assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+@pytest.mark.retrace
+def test_geweke_batched_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: gamma_e's shape from the padded residual's size (a_e +
+    |pad(E_n)| / 2, where eq. SampleE counts the Hx Wx C pixels of the image), patched
+    into the batch step, puts log gamma_e[0] far outside |z| < 4 at the same size."""
+    from dgdm_tf.pretrain.kernel import _gamma_sample
+
+    def wrong(state, x, model, seed):
+        h = model.hyper
+        padded = float(np.prod(state.resid.shape[1:]))
+        sq = tf.reduce_sum(tf.square(state.resid), axis=[1, 2, 3])
+        return state._replace(gamma_e=_gamma_sample(h.a_e + 0.5 * padded, h.b_e + 0.5 * sq, seed))
+
+    monkeypatch.setattr(S, "resample_gamma_e", wrong)  # as the batch step calls it
+    zscore = _geweke_batched(*SMALL)
+    assert zscore[2] > 5.0, zscore  # log gamma_e[0]
 
 
 @pytest.mark.slow

@@ -170,18 +170,14 @@ def test_d_conditional_matches_exact_gaussian(route):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
-def test_geweke_joint_distribution(jit_compile):
-    """Successive-conditional simulation keeps the joint (|z| < 4: 125 independent chains
-    of 20 sweeps, each from an exact joint draw, :func:`_deep_geweke.geweke_chains`) on
-    nine test functions covering D, gamma_e, gamma_w, z, W, theta and data-parameter cross
-    terms. The geometry has partial edge blocks, two colours per axis and two input
-    channels. With the (z, W) step under XLA too (config ``jit_compile``)."""
+def _geweke_layer(chains, steps, seed, jit_compile=False):
+    """z per test function of :func:`_deep_geweke.geweke_chains` on the in-memory
+    pretraining sweep: ``chains`` independent chains of ``steps`` sweeps, each from an
+    exact joint draw; partial edge blocks, two colours per axis, two input channels."""
     geom = LayerGeometry(hx=4, wx=5, c=2, dh=2, dw=2, k=2, p=2)  # hs=3 x ws=4
     n = 2
     model = _model(geom, n, GEWEKE_HYPER)
-    rng = np.random.default_rng(2024)
+    rng = np.random.default_rng(seed)
     sweep = P.make_sweep_fn(model, jit_compile=jit_compile)
 
     def start(c):
@@ -192,7 +188,7 @@ def test_geweke_joint_distribution(jit_compile):
             s=tf.constant(prm["s"]), z=tf.constant(prm["z"]), d=tf.constant(prm["d"]),
             log_theta=tf.constant(prm["log_theta"]), gamma_w=tf.constant(prm["gamma_w"]),
             gamma_e=tf.constant(prm["gamma_e"]), resid=PB.pad_input(tf.constant(x - rec), geom),
-            seed=tf.constant([2024, c]))
+            seed=tf.constant([seed, c]))
         return (st, x), layer_stats(prm, x, geom, model, rec)
 
     def advance(carry):
@@ -206,8 +202,46 @@ def test_geweke_joint_distribution(jit_compile):
         st = st._replace(resid=PB.pad_input(tf.constant(noise.astype(np.float32)), geom))
         return (st, x), layer_stats(prm, x, geom, model, rec), 1.0
 
-    zscore, _ = geweke_chains(start, advance, chains=125, steps=20)
+    return geweke_chains(start, advance, chains, steps)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_geweke_joint_distribution(jit_compile):
+    """Successive-conditional simulation keeps the joint (|z| < 4: 125 independent chains
+    of 20 sweeps, :func:`_geweke_layer`) on nine test functions covering D, gamma_e,
+    gamma_w, z, W, theta and data-parameter cross terms. With the (z, W) step under XLA
+    too (config ``jit_compile``)."""
+    zscore = _geweke_layer(125, 20, 2024, jit_compile)
     assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
+SMALL = (80, 5, 2024)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_geweke_joint_distribution_small(jit_compile):
+    """The test above at the default tier's size (SMALL: 80 chains of 5 sweeps), whose power
+    the next test shows."""
+    zscore = _geweke_layer(*SMALL, jit_compile)
+    assert np.all(np.abs(zscore) < 4.0), zscore
+
+
+@pytest.mark.retrace
+def test_geweke_layer_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: gamma_w's shape counting every block of every map, on
+    or off (a_w + (#blocks)/2 where Eq. SampleR's count is of the active weights), is not
+    the conditional; the same harness at the same size puts log gamma_w far outside
+    |z| < 4 (too large)."""
+    def wrong(state, x, model, seed):
+        blocks = tf.reduce_sum(tf.cast(model.block_valid, tf.float32)) * model.geom.k * model.n
+        return state._replace(gamma_w=P.draw_gamma_w(blocks, tf.reduce_sum(tf.square(state.s)),
+                                                     model.hyper, seed))
+
+    monkeypatch.setattr(P, "resample_gamma_w", wrong)  # as the sweep calls it
+    zscore = _geweke_layer(*SMALL)
+    assert zscore[3] > 5.0, zscore  # log gamma_w
 
 
 # ---------------------------------------------------------------------------------------

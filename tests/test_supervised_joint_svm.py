@@ -56,17 +56,14 @@ def _svm_stats(st, svm, x, rec, model, y):
     return np.concatenate([joint_stats(st, x, rec, model), extra])
 
 
-@pytest.mark.slow
-def test_geweke_supervised_sweep():
-    """Successive-conditional simulation of the supervised model from exact joint draws
-    (rejection) keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with
-    their starts: _deep_geweke.geweke_chains) on the deep model's test functions and on
-    beta, kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L]).
-    A non-trivial fixed standardisation exercises the coefficient mapping."""
+def _geweke_supervised(chains, steps, seed):
+    """z per test function of :func:`_deep_geweke.geweke_chains` on the supervised sweep
+    of a tiny labelled model, from exact joint draws (rejection), with a non-trivial
+    fixed standardisation (it exercises the coefficient mapping)."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
                       supervised=True)
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(seed)
     y = np.array([[1.0, -1.0], [-1.0, 1.0]])
     f = model.top.hs * model.top.ws * model.top.k
     mean, std = np.full(f, 0.1, np.float32), np.full(f, 1.5, np.float32)
@@ -75,15 +72,55 @@ def test_geweke_supervised_sweep():
 
     def start(c):
         st, svm, x, rec = _forward_supervised(rng, model, y, mean, std)
-        return (st._replace(seed=tf.constant([5, c])), svm, x), _svm_stats(st, svm, x, rec, model, y)
+        return (st._replace(seed=tf.constant([seed, c])), svm, x), _svm_stats(st, svm, x, rec, model, y)
 
     def advance(carry):
         st, svm, stats = sweep(carry[0], carry[1], tf.constant(carry[2]), yt)
         x, rec = redraw_x(rng, st, model)
         return (st, svm, x), _svm_stats(st, svm, x, rec, model, y), stats["accept"].numpy()
 
-    z, _ = geweke_chains(start, advance, chains=75, steps=20)
+    return geweke_chains(start, advance, chains, steps)[0]
+
+
+@pytest.mark.slow
+def test_geweke_supervised_sweep():
+    """Successive-conditional simulation of the supervised model from exact joint draws
+    keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with their
+    starts: :func:`_geweke_supervised`) on the deep model's test functions and on beta,
+    kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L])."""
+    z = _geweke_supervised(75, 20, 5)
     assert np.all(np.abs(z) < 4.0), z
+
+
+# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
+SMALL = (30, 4, 5)
+
+
+def test_geweke_supervised_sweep_small():
+    """The test above at the default tier's size (SMALL: 30 chains of 4 sweeps). Its
+    power, the next test (slow tier): kappa's rate with sum omega halved gives z = 9.3 on
+    log kappa[0] at this size (docs/findings/geweke_power.md)."""
+    z = _geweke_supervised(*SMALL)
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.slow
+@pytest.mark.retrace
+def test_geweke_supervised_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: kappa's rate with sum omega halved (b + sum omega / 2,
+    the Laplace prior's kappa / 2 read into the exponential mixing density; the
+    conditional is Gamma(a + F, b + sum omega)) puts log kappa outside |z| < 4 at the
+    same size."""
+    def wrong(omega, a, b, seed):
+        omega = S.f64(omega)
+        rate = S.f64(b) + 0.5 * tf.reduce_sum(omega, axis=-1)
+        alpha = S.f64(a) + tf.cast(tf.shape(omega)[-1], S.DTYPE)
+        return tf.random.stateless_gamma(tf.shape(rate), seed=S._seed(seed), alpha=alpha,
+                                         dtype=S.DTYPE) / rate
+
+    monkeypatch.setattr(S, "resample_kappa", wrong)  # as resample_svm calls it
+    z = _geweke_supervised(*SMALL)
+    assert z[18] > 5.0, z  # log kappa[0], after the 16 deep-model functions and 2 of beta
 
 
 def test_lambda_draws_match_inverse_gaussian_moments():

@@ -13,7 +13,8 @@ from dgdm_tf.core.model import DeepModel, generate
 from dgdm_tf.topdown import chain as deep_chain
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.top_units import matched_order, resample_top
-from _deep_geweke import GEWEKE_HYPER, geweke_sweep
+from dgdm_tf.topdown import sweep as topdown_sweep
+from _deep_geweke import GEWEKE_HYPER, gamma_s_without_off_weights, geweke_sweep
 
 LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 5, "pool": 1}]
 
@@ -33,17 +34,46 @@ def _draw(n, seed=0):
     return model, d, (x + 0.05 * rng.normal(size=x.shape)).astype(np.float32)
 
 
-def test_geweke_two_layers_matched_scan():
-    """The sweep with the matched scan keeps the joint (|z| < 4, 60 chains of 20 sweeps,
-    the test functions of the other scans' Geweke tests): an order that depends on X, Z
-    and D only, none of which the top units' step updates, is an exact scan."""
+# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
+SMALL = (30, 4, 17)
+
+
+def _matched_geweke(chains, steps, seed):
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER,
                       scan="matched")
     assert model.colourings[-1].n_h * model.colourings[-1].n_w == 1  # the scan applies
-    z, acc = geweke_sweep(model, n=2, chains=60, steps=20, seed=17)
+    return geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
+
+
+@pytest.mark.slow
+def test_geweke_two_layers_matched_scan():
+    """The sweep with the matched scan keeps the joint (|z| < 4, 60 chains of 20 sweeps,
+    the test functions of the other scans' Geweke tests): an order that depends on X, Z
+    and D only, none of which the top units' step updates, is an exact scan."""
+    z, acc = _matched_geweke(60, 20, 17)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
+
+
+def test_geweke_two_layers_matched_scan_small():
+    """The test above at the default tier's size (SMALL: 30 chains of 4 sweeps). Its
+    power, the next test (slow tier): gamma_s without the off units' weights gives z =
+    7.0 on the mean of log gamma_s at this size (docs/findings/geweke_power.md)."""
+    z, acc = _matched_geweke(*SMALL)
+    assert acc[1] > 0.3, acc
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.slow
+@pytest.mark.retrace
+def test_geweke_matched_scan_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: gamma_s drawn without the off units' weights
+    (:func:`_deep_geweke.gamma_s_without_off_weights`) in the matched-scan sweep puts
+    the mean of log gamma_s outside |z| < 4 at the same size."""
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
+    z, _ = _matched_geweke(*SMALL)
+    assert z[4] > 5.0, z  # mean log gamma_s
 
 
 def test_matched_order_is_by_decreasing_normalised_response():

@@ -18,7 +18,11 @@ from dgdm_tf.topdown.top_units import resample_top, top_unit_images
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
-from _deep_geweke import GEWEKE_HYPER, forward_draws, geweke_sweep
+from _deep_geweke import GEWEKE_HYPER, forward_draws, gamma_s_without_off_weights, geweke_sweep
+
+# The default tier's Geweke sizes, (chains, sweeps, seed); each one's power, a known-wrong
+# conditional's z at that size, is measured in docs/findings/geweke_power.md
+SMALL_TWO, SMALL_GLOBAL, SMALL_CHUNKED, SMALL_THREE = (40, 4, 11), (30, 4, 12), (30, 4, 13), (30, 4, 12)
 
 
 @pytest.mark.slow
@@ -34,23 +38,29 @@ def test_geweke_two_layers():
     assert np.all(np.abs(z) < 4.0), z
 
 
-def test_geweke_finds_a_wrong_conditional(monkeypatch):
-    """The test above has power: Eq. SampleR read with the off units' weights taken as 0
-    (||S||^2 over all M units, as the equation prints it, where the sampler draws W_off
-    from its prior) is not the conditional, and the same harness, at half its size, puts
-    the mean of log gamma_s over images and maps far outside |z| < 4 (too large: the rate
-    misses ||W_off||^2; measured z = 6.8, and 3.6 on gamma_s[0, 0] alone)."""
-    def wrong(state, x, model, seed):
-        h = model.hyper
-        m = float(model.top.hs * model.top.ws)
-        rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2])
-        return state._replace(gamma_s=tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate)
-
-    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", wrong)  # as the sweep calls it
+def test_geweke_two_layers_small():
+    """The test above at the default tier's size (SMALL_TWO: 40 chains of 4 sweeps),
+    whose power the next test shows."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, _ = geweke_sweep(model, n=2, chains=50, steps=10, seed=11)
-    assert z[4] > 4.0, z  # mean log gamma_s
+    chains, steps, seed = SMALL_TWO
+    z, acc = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
+    assert acc[1] > 0.3, acc
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.retrace
+def test_geweke_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: gamma_s drawn without the off units' weights
+    (:func:`_deep_geweke.gamma_s_without_off_weights`) is not the conditional, and the
+    same harness at the same size puts the mean of log gamma_s over images and maps far
+    outside |z| < 4 (too large)."""
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)  # as the sweep calls it
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
+    chains, steps, seed = SMALL_TWO
+    z, _ = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
+    assert z[4] > 5.0, z  # mean log gamma_s
 
 
 @pytest.mark.slow
@@ -63,6 +73,39 @@ def test_geweke_two_layers_global_gamma_s():
                       {**GEWEKE_HYPER, "gamma_s": "global"})
     z, _ = geweke_sweep(model, n=2, chains=60, steps=12, seed=12)
     assert np.all(np.abs(z) < 4.0), z
+
+
+def _global_gamma_s_model():
+    return DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                 {"dict_size": 2, "n_dict": 2, "pool": 1}],
+                     {**GEWEKE_HYPER, "gamma_s": "global"})
+
+
+def test_geweke_two_layers_global_gamma_s_small():
+    """The test above at the default tier's size (SMALL_GLOBAL: 30 chains of 4 sweeps).
+    Its power, the next test (slow tier): a wrong shape gives z = 8.4 on log gamma_s at
+    this size (docs/findings/geweke_power.md)."""
+    chains, steps, seed = SMALL_GLOBAL
+    z, _ = geweke_sweep(_global_gamma_s_model(), n=2, chains=chains, steps=steps, seed=seed)
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.slow
+@pytest.mark.retrace
+def test_geweke_global_gamma_s_finds_a_wrong_conditional(monkeypatch):
+    """The small test has power: the global gamma_s's shape counting every top unit, on
+    or off (a_w + N K M / 2, where the conditional counts the A active units), is not the
+    conditional; the same harness at the same size puts log gamma_s outside |z| < 4."""
+    def wrong(state, x, model, seed):
+        h = model.hyper
+        shape = h.a_w + 0.5 * tf.cast(tf.size(state.on), tf.float32)
+        g = tf.random.stateless_gamma([], seed, alpha=shape) / (h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top)))
+        return state._replace(gamma_s=tf.fill(tf.shape(state.gamma_s), g))
+
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", wrong)
+    chains, steps, seed = SMALL_GLOBAL
+    z, _ = geweke_sweep(_global_gamma_s_model(), n=2, chains=chains, steps=steps, seed=seed)
+    assert z[4] > 5.0, z  # mean log gamma_s
 
 
 @pytest.mark.parametrize("kind", ["image_map", "global"])
@@ -79,28 +122,79 @@ def test_fixed_dictionary_chains_draw_gamma_s_only_when_it_is_per_image(kind):
         assert np.all(st2.gamma_s.numpy() == st2.gamma_s.numpy()[0, 0])
 
 
+def _chunked(chains, steps, seed):
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
+    return geweke_sweep(model, n=3, chains=chains, steps=steps, seed=seed, chunk=2)
+
+
+@pytest.mark.slow
 def test_geweke_two_layers_chunked():
     """The chunked sweep (per-image steps a chunk at a time, globals on all images) keeps
     the joint: 3 images in chunks of 2 and 1, the same test functions, |z| < 4 (60 chains
     of 20 sweeps: the unchunked sweep has its own test above; this one checks what
     chunking adds)."""
-    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
-                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = geweke_sweep(model, n=3, chains=60, steps=20, seed=13, chunk=2)
+    z, acc = _chunked(60, 20, 13)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
+
+
+def test_geweke_two_layers_chunked_small():
+    """The test above at the default tier's size (SMALL_CHUNKED: 30 chains of 4 sweeps).
+    Its power, the next test (slow tier): gamma_s without the off units' weights gives
+    z = 9.9 on the mean of log gamma_s at this size (docs/findings/geweke_power.md)."""
+    z, acc = _chunked(*SMALL_CHUNKED)
+    assert acc[1] > 0.3, acc
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.slow
+@pytest.mark.retrace
+def test_geweke_chunked_finds_a_wrong_conditional(monkeypatch):
+    """The small chunked test has power: gamma_s drawn without the off units' weights
+    (:func:`_deep_geweke.gamma_s_without_off_weights`), patched into the chunked
+    sweep's global steps, puts the mean of log gamma_s outside |z| < 4 at the same size."""
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
+    z, _ = _chunked(*SMALL_CHUNKED)
+    assert z[4] > 5.0, z  # mean log gamma_s
 
 
 @pytest.mark.slow
 def test_geweke_three_layers():
     """As above for three layers (100 chains of 20 sweeps): the windowed paths of the
     middle layer's blocks and of the top units, and HMC of D[1] and D[2]."""
-    model = DeepModel((9, 9, 1), [{"dict_size": 2, "n_dict": 2, "pool": 2},
-                                  {"dict_size": 2, "n_dict": 2, "pool": 2},
-                                  {"dict_size": 1, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = geweke_sweep(model, n=2, chains=100, steps=20, seed=12)
+    z, acc = geweke_sweep(_three_layers(), n=2, chains=100, steps=20, seed=12)
     assert np.all(acc[1:] > 0.3), acc
     assert np.all(np.abs(z) < 4.0), z
+
+
+def _three_layers():
+    return DeepModel((9, 9, 1), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                 {"dict_size": 2, "n_dict": 2, "pool": 2},
+                                 {"dict_size": 1, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
+
+
+def test_geweke_three_layers_small():
+    """The test above at the default tier's size (SMALL_THREE: 30 chains of 4 sweeps).
+    Its power, the next test (slow tier): gamma_s without the off units' weights gives
+    z = 6.2 on the mean of log gamma_s at this size (docs/findings/geweke_power.md)."""
+    chains, steps, seed = SMALL_THREE
+    z, acc = geweke_sweep(_three_layers(), n=2, chains=chains, steps=steps, seed=seed)
+    assert np.all(acc[1:] > 0.3), acc
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.slow
+@pytest.mark.retrace
+def test_geweke_three_layers_finds_a_wrong_conditional(monkeypatch):
+    """The small three-layer test has power: gamma_s drawn without the off units' weights
+    (:func:`_deep_geweke.gamma_s_without_off_weights`) puts the mean of log gamma_s
+    outside |z| < 4 at the same size. (A flat Dir(1) prior in theta's draw, a subtler
+    slip, stays below it there: docs/findings/geweke_power.md.)"""
+    monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
+    chains, steps, seed = SMALL_THREE
+    z, _ = geweke_sweep(_three_layers(), n=2, chains=chains, steps=steps, seed=seed)
+    assert z[4] > 5.0, z  # mean log gamma_s
 
 
 # ---------------------------------------------------------------------------------------
