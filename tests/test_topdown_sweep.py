@@ -34,6 +34,7 @@ def test_geweke_two_layers():
     assert np.all(np.abs(z) < 4.0), z
 
 
+@pytest.mark.retrace  # the patched conditional must be traced into the cached sweep
 def test_geweke_finds_a_wrong_conditional(monkeypatch):
     """The test above has power: Eq. SampleR read with the off units' weights taken as 0
     (||S||^2 over all M units, as the equation prints it, where the sampler draws W_off
