@@ -113,7 +113,8 @@ def _averages(st: DeepState, model: DeepModel) -> dict:
 
 def _averaged_beta(scan, svm, s_top, y, n: int, seed) -> np.ndarray:
     """Mean beta over ``n`` SVM scans (``scan(svm, s_top, y, seed)``, compiled once per
-    process: :func:`dgdm_tf.supervised.joint_svm.make_svm_scan`) with S[L] held; scan i seeded by fold-in of i."""
+    process: :func:`dgdm_tf.supervised.joint_svm.make_svm_scan`) with S[L] held; scan i
+    seeded by fold-in of i."""
     acc = np.zeros(svm.beta.shape, np.float64)
     for i in range(n):
         svm = scan(svm, s_top, y, tf.random.experimental.stateless_fold_in(seed, i))
