@@ -44,15 +44,16 @@ def pytest_addoption(parser):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_traces_around_monkeypatch(request):
-    """A test that monkeypatches may patch what a compiled step calls: the cached traces
-    (dgdm_tf.core.compiled.cached_builder) are emptied before it, so it traces its patch,
-    and after it, so no later test runs the patched trace."""
-    patched = "monkeypatch" in request.fixturenames
-    if patched:
+def _fresh_traces_around_retrace(request):
+    """A test marked ``retrace`` patches what a compiled step calls or reads while it is
+    traced: the cached traces (dgdm_tf.core.compiled.cached_builder) are emptied before
+    it, so it traces its patch, and after it, so no later test runs the patched trace.
+    Other tests share the process's traces."""
+    marked = request.node.get_closest_marker("retrace") is not None
+    if marked:
         clear_builder_caches()
     yield
-    if patched:
+    if marked:
         clear_builder_caches()
 
 

@@ -102,3 +102,38 @@ def test_a_shared_trace_draws_what_a_fresh_trace_draws():
     assert np.count_nonzero(sa["expected_top"]) > 5
     for u, v in zip(tf.nest.flatten((a, sa)), tf.nest.flatten((b, sb))):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_a_second_batched_pretraining_chain_makes_no_new_trace(tmp_path):
+    """Two batched pretraining chains of one layer model (batches of 4, 4 and 2 images):
+    the second, from another seed, runs on the first's traces of the batch step and the
+    global step."""
+    from dgdm_tf.pretrain import batched, chain
+
+    x = np.random.default_rng(0).random((10, 12, 12, 1)).astype(np.float32)
+    kw = dict(dict_size=3, n_dict=3, pool=2, burn_in=2, collect=1, prune_min_usage=0.0,
+              progress=None, batch_size=4)
+    builders = (batched.make_batch_step, batched.make_global_step)
+    chain.run_pretrain_layer(x, seed=1, checkpoint_dir=tmp_path / "a", **kw)
+    first = [b.tracing_count() for b in builders]
+    assert all(n > 0 for n in first)
+    chain.run_pretrain_layer(x, seed=2, checkpoint_dir=tmp_path / "b", **kw)
+    assert [b.tracing_count() for b in builders] == first
+
+
+def test_a_second_refinement_makes_no_new_trace():
+    """Two supervised, chunked refinements of one model (chunks of 4 and 2 images), the
+    second from another seed: its sweeps and its SVM scans (the averaged beta) run on
+    the first's traces."""
+    from dgdm_tf.supervised import joint_svm
+    from dgdm_tf.topdown import refine, sweep
+
+    _, d, x, lab = labelled_data(6, seed=1)
+    kw = dict(burn_in=1, collect=1, labels=lab, n_classes=3, keep_models=1, svm_average=2,
+              chunk=4, n_leapfrog=2, progress=None)
+    builders = (joint_svm.make_svm_scan, sweep.make_local_steps, sweep.make_global_steps)
+    refine.run_refine(x, d, LAYERS, seed=1, **kw)
+    first = [b.tracing_count() for b in builders]
+    assert all(n > 0 for n in first)
+    refine.run_refine(x, d, LAYERS, seed=2, **kw)
+    assert [b.tracing_count() for b in builders] == first

@@ -361,6 +361,7 @@ def test_cg_preconditioner_is_the_stated_inverse(monkeypatch, stack_bytes):
         assert np.max(np.abs(got - want)) < 1e-10 * np.max(np.abs(want)), rows
 
 
+@pytest.mark.retrace  # the Gibbs fit traces its beta solves under the patched size
 def test_em_solver_auto_follows_classwise(monkeypatch):
     """auto: CG exactly when the dense solves would go class by class (classwise)."""
     assert svm_cg.em_solver_for(10, 801) == "dense"  # MNIST's pretrained features

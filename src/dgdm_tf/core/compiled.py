@@ -80,8 +80,8 @@ _CACHES: list = []
 def clear_builder_caches() -> None:
     """Empty every :func:`cached_builder`'s cache: what a test that monkeypatches a
     function a trace calls must do before and after (``tests/conftest.py`` does it for
-    every test that takes ``monkeypatch``), or a trace from before the patch runs, or
-    outlives it."""
+    every test marked ``retrace``), or a trace from before the patch runs, or outlives
+    it."""
     for cache in _CACHES:
         cache.clear()
 
@@ -129,7 +129,8 @@ def cached_builder(maxsize: int = 16):
     options and the call's shapes only, never of the state or data it is called with, so
     a shared trace draws what a fresh one draws, bit for bit
     (``tests/test_core_compiled.py``). The least recently used of more than ``maxsize``
-    builds are dropped. ``builder.__wrapped__`` builds afresh, without the cache."""
+    builds are dropped. ``builder.__wrapped__`` builds afresh, without the cache;
+    ``builder.tracing_count()`` counts the traces of the builds it holds."""
     def deco(builder):
         cache: collections.OrderedDict = collections.OrderedDict()
         _CACHES.append(cache)
@@ -145,6 +146,8 @@ def cached_builder(maxsize: int = 16):
                 cache.popitem(last=False)
             return fn
 
+        wrapper.tracing_count = lambda: sum(f.experimental_get_tracing_count()
+                                            for f in cache.values())
         return wrapper
     return deco
 

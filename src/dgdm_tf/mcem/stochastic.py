@@ -46,7 +46,7 @@ from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
 from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
 from dgdm_tf.core.ops import full_conv_adjoint
 
@@ -150,6 +150,13 @@ def rmsprop(d, v, grads, *, lr: float, decay: float, eps: float = 1e-8):
 _STRATEGIES: dict = {}
 
 
+@cached_builder()
+def make_grad_fn(model: DeepModel, n_total: int, jit_compile: bool = False):
+    """A compiled ``f(d, samples, x) -> (grads, Qbar)``: :func:`grad_delta` with ``with_q``."""
+    return compiled(lambda d, samples, x: grad_delta(d, samples, x, model, n_total, with_q=True),
+                    reduce_retracing=True, jit_compile=jit_compile)
+
+
 def _strategy(devices) -> tf.distribute.MirroredStrategy:
     """One MirroredStrategy per device set for the whole process: strategies made anew
     for every run number their collective ops from the same keys, and a second run's
@@ -166,20 +173,13 @@ def _last_sample_stats(st, xb) -> dict:
             "gamma_e": float(np.mean(st.gamma_e)), "active_top": float(np.mean(st.on))}
 
 
-def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, batch_size: int,
-                     sweeps: int, n_samples: int, gamma_s: float, svm_hyper, jit_compile: bool):
-    """f(d, xb, yt, svm_globals | None, seed) -> (grads, Qbar, stats, lams, s_tops) of one
-    iteration, the batch split evenly over the strategy's replicas. Replica r draws its
-    share's locals from seed fold-in(seed, r); its delta-recursion gradient scales its
-    share's likelihood by N / B (so the sum over replicas is the whole batch's) and
-    subtracts the prior's D once per replica, which the sum corrects to once."""
-    r_count = strategy.num_replicas_in_sync
-    if batch_size % r_count:
-        raise ValueError(f"mcem batch_size {batch_size} must be a multiple of the "
-                         f"{r_count} devices (each gets an equal share)")
-    share = batch_size // r_count
-    prior = model.hyper.dict_prior_precision
-    SUM = tf.distribute.ReduceOp.SUM
+@cached_builder()
+def _make_replica_body(model: DeepModel, model_sup, devices: tuple, *, n_total: int, share: int,
+                       sweeps: int, n_samples: int, gamma_s: float, svm_hyper, supervised: bool):
+    """The compiled per-replica part of :func:`_replicated_step`'s iteration
+    ``f(d, xr, yr, seed_r, beta, mean, std)``, shared by every chain on the same devices
+    (``devices`` keys it: a trace runs on the strategy's devices)."""
+    r_count = len(devices)
 
     def body(d, xr, yr, seed_r, beta, mean, std, supervised: bool):
         if supervised:
@@ -198,8 +198,28 @@ def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, bat
                           tf.cast(tf.size(last.on), tf.float32)])
         return (tuple(grads), q, stats, tf.stack(lams), tf.stack([st.s_top for st in states]))
 
-    fns = {sup: compiled(lambda *a, sup=sup: body(*a, supervised=sup),
-                         jit_compile=False, reduce_retracing=True) for sup in (False, True)}
+    return compiled(lambda *a: body(*a, supervised=supervised), jit_compile=False,
+                    reduce_retracing=True)
+
+
+def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, batch_size: int,
+                     sweeps: int, n_samples: int, gamma_s: float, svm_hyper, jit_compile: bool):
+    """f(d, xb, yt, svm_globals | None, seed) -> (grads, Qbar, stats, lams, s_tops) of one
+    iteration, the batch split evenly over the strategy's replicas. Replica r draws its
+    share's locals from seed fold-in(seed, r); its delta-recursion gradient scales its
+    share's likelihood by N / B (so the sum over replicas is the whole batch's) and
+    subtracts the prior's D once per replica, which the sum corrects to once."""
+    r_count = strategy.num_replicas_in_sync
+    if batch_size % r_count:
+        raise ValueError(f"mcem batch_size {batch_size} must be a multiple of the "
+                         f"{r_count} devices (each gets an equal share)")
+    share = batch_size // r_count
+    prior = model.hyper.dict_prior_precision
+    SUM = tf.distribute.ReduceOp.SUM
+    devices = tuple(str(d) for d in strategy.extended.worker_devices)
+    fns = {sup: _make_replica_body(model, model_sup, devices, n_total=n_total, share=share,
+                                   sweeps=sweeps, n_samples=n_samples, gamma_s=gamma_s,
+                                   svm_hyper=svm_hyper, supervised=sup) for sup in (False, True)}
 
     def step(d, xb, yt, g, seed):
         xb = np.asarray(xb, np.float32)
@@ -363,9 +383,7 @@ class McemKernel(Kernel):
         model, model_sup = self.model, self.model_sup
         self.sweep_fn = make_sweep_fn(model, update_globals=False)
         self.sup_fn = make_supervised_sweep_fn(model_sup, self.svm_hyper) if model_sup else None
-        self.grad_fn = compiled(
-            lambda dd, smp, xb: grad_delta(dd, smp, xb, model, self.n_total, with_q=True),
-            reduce_retracing=True, jit_compile=bool(self.jit_compile))
+        self.grad_fn = make_grad_fn(model, self.n_total, bool(self.jit_compile))
         self.replicated = None
         if self.devices:
             self.replicated = _replicated_step(

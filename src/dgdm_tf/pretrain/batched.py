@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.pretrain.blocks import pad_input, reconstruction
 from dgdm_tf.pretrain.dictionary import d_statistics, draw_d
 from dgdm_tf.pretrain.kernel import (SWEEP_SEEDS, active_mask, draw_gamma_w, log_likelihood,
@@ -107,9 +107,11 @@ def batch_step(local: dict, x, d, gamma_w, seeds, b, gamma_e_cap, model: LayerMo
     return new_local, expected, stats
 
 
+@cached_builder()
 def make_batch_step(model: LayerModel, jit_compile: bool = False):
     """A compiled :func:`batch_step` ``f(local, x, d, gamma_w, seeds, b, cap)``;
-    ``jit_compile`` compiles the (z, W) step with XLA (as :func:`pretrain.make_sweep_fn`)."""
+    ``jit_compile`` compiles the (z, W) step with XLA (as :func:`pretrain.make_sweep_fn`).
+    Shared by every chain of an equal model (:func:`dgdm_tf.core.compiled.cached_builder`)."""
     zw_fn = None
     if jit_compile:
         zw_fn = compiled(lambda st, xx, sd: resample_zw(st, xx, model, sd, True), jit_compile=True)
@@ -117,6 +119,7 @@ def make_batch_step(model: LayerModel, jit_compile: bool = False):
         local, x, d, gamma_w, seeds, b, cap, model, zw_fn), reduce_retracing=True)
 
 
+@cached_builder()
 def make_global_step(model: LayerModel):
     """A compiled ``f(d, f_corr, f_gram, active, sum_w2, seeds) -> (D, gamma_w)``: the
     sweep's global draws from the summed statistics."""

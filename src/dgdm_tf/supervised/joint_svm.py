@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.supervised import svm_linalg
 
@@ -150,6 +151,14 @@ def resample_svm(svm: SvmState, s_top, y, hyper: SvmHyper, seed, steps: int | No
         kappa = S.resample_kappa(omega, hyper.a_kappa, hyper.b_kappa, seeds.kappa)
         svm = svm._replace(beta=beta, omega=omega, kappa=kappa, lam=lam)
     return svm
+
+
+@cached_builder()
+def make_svm_scan(hyper: SvmHyper, steps: int | None = None):
+    """A compiled :func:`resample_svm` ``f(svm, s_top, y, seed) -> svm`` of ``steps``
+    scans, shared by every chain with equal ``hyper``
+    (:func:`dgdm_tf.core.compiled.cached_builder`)."""
+    return compiled(lambda svm, s_top, y, seed: resample_svm(svm, s_top, y, hyper, seed, steps=steps))
 
 
 def log_density(svm: SvmState, s_top, y, hyper: SvmHyper) -> tf.Tensor:

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
-from dgdm_tf.core.compiled import compiled
+from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.supervised.svm_cg import EM_SOLVERS, em_solver_for, em_step_cg
 from dgdm_tf.supervised.svm_em import em_first_step, em_update_beta
 from dgdm_tf.supervised.svm_gibbs import (resample_beta, resample_gamma, resample_kappa,
@@ -26,6 +26,37 @@ from dgdm_tf.supervised.svm_gibbs import (resample_beta, resample_gamma, resampl
 from dgdm_tf.supervised.svm_linalg import DTYPE, f64, margins, one_vs_all_targets
 
 __all__ = ["BayesianSVM"]
+
+
+@cached_builder()
+def _em_step(gamma: float):
+    """A compiled EM step ``f(beta, s, y, l1, l2) -> beta`` (:func:`em_update_beta`)."""
+    return compiled(lambda b, s, y, l1, l2: em_update_beta(b, s, y, gamma, l1, l2))
+
+
+@cached_builder()
+def _gibbs_sweep(c: int, f: int, *, laplace: bool, sample_gamma: bool, bias_var: float,
+                 a_kappa: float, b_kappa: float, a_gamma: float, b_gamma: float):
+    """A compiled Gibbs scan ``f(beta, omega_w, kappa, gamma, it, base, s, y) -> (beta,
+    omega_w, kappa, gamma)`` of the C one-vs-all SVMs on F features (eqs. Samplelambda,
+    the beta conditional; omega and kappa with the Laplace prior); scan ``it`` is seeded
+    by fold-in of ``it`` into ``base``."""
+    bias_var, a_k, b_k, a_g, b_g = (f64(v) for v in (bias_var, a_kappa, b_kappa, a_gamma, b_gamma))
+
+    @compiled
+    def sweep(beta, omega_w, kappa, gamma, it, base, s, y):
+        seeds = random.split(random.fold(base, it), ("lam", "gamma", "beta", "omega", "kappa"))
+        lam = resample_lambda(beta, s, y, gamma, seeds.lam)
+        if sample_gamma:
+            gamma = resample_gamma(lam, beta, s, y, a_g, b_g, seeds.gamma)
+        omega = tf.concat([omega_w, tf.fill([c, 1], bias_var)], axis=1)
+        beta = resample_beta(lam, omega, s, y, gamma, seeds.beta)
+        if laplace:
+            omega_w = resample_omega(beta[:, :f], kappa, seeds.omega)
+            kappa = resample_kappa(omega_w, a_k, b_k, seeds.kappa)
+        return beta, omega_w, kappa, gamma
+
+    return sweep
 
 
 class BayesianSVM:
@@ -239,7 +270,7 @@ class BayesianSVM:
         l1, l2 = self._penalties(f, np.full(c, self.kappa))
         l1_t, l2_t = f64(l1), f64(l2)
         gamma = self.gamma
-        step = compiled(lambda b: em_update_beta(b, s, y, gamma, l1_t, l2_t))
+        step = _em_step(gamma)
         prev = None
         for it in range(1, self.em_iters + 1):
             t0 = time.perf_counter()
@@ -247,7 +278,7 @@ class BayesianSVM:
                 # first step from beta = 0: |c| = 1 for all rows, |beta| taken as 1
                 beta = em_first_step(s, y, gamma, l1_t, l2_t)
             else:
-                beta = step(beta)
+                beta = step(beta, s, y, l1_t, l2_t)
             row = self._record(it, "em", beta, s, y, lab, self.gamma, np.full(c, self.kappa), t0)
             if prev is not None and prev - row["objective"] <= self.em_tol * abs(prev):
                 break
@@ -287,23 +318,9 @@ class BayesianSVM:
         c = self.n_classes
         laplace = self.prior == "laplace"
         base = random.salted(self.seed, "svm")
-        bias_var = f64(self.bias_var)
-        a_k, b_k, a_g, b_g = (f64(v) for v in (self.a_kappa, self.b_kappa, self.a_gamma, self.b_gamma))
-        sample_gamma = self.sample_gamma
-
-        @compiled
-        def sweep(beta, omega_w, kappa, gamma, it):
-            seeds = random.split(random.fold(base, it), ("lam", "gamma", "beta", "omega", "kappa"))
-            lam = resample_lambda(beta, s, y, gamma, seeds.lam)
-            if sample_gamma:
-                gamma = resample_gamma(lam, beta, s, y, a_g, b_g, seeds.gamma)
-            omega = tf.concat([omega_w, tf.fill([c, 1], bias_var)], axis=1)
-            beta = resample_beta(lam, omega, s, y, gamma, seeds.beta)
-            if laplace:
-                omega_w = resample_omega(beta[:, :f], kappa, seeds.omega)
-                kappa = resample_kappa(omega_w, a_k, b_k, seeds.kappa)
-            return beta, omega_w, kappa, gamma
-
+        sweep = _gibbs_sweep(c, f, laplace=laplace, sample_gamma=self.sample_gamma,
+                             bias_var=self.bias_var, a_kappa=self.a_kappa, b_kappa=self.b_kappa,
+                             a_gamma=self.a_gamma, b_gamma=self.b_gamma)
         beta = tf.zeros((c, f + 1), DTYPE)
         kappa = tf.fill([c], f64(self.kappa))
         omega_w = tf.fill([c, f], f64(1.0 / self.kappa if laplace else 1.0 / self.ridge))
@@ -313,7 +330,7 @@ class BayesianSVM:
         for it in range(1, total + 1):
             t0 = time.perf_counter()
             beta, omega_w, kappa, gamma = sweep(beta, omega_w, kappa, gamma,
-                                                tf.constant(it, tf.int64))
+                                                tf.constant(it, tf.int64), base, s, y)
             phase = "burn_in" if it <= self.burn_in else "collect"
             self._record(it, phase, beta, s, y, lab, float(gamma), kappa.numpy(), t0)
             if it > self.burn_in and (it - self.burn_in) % self.thin == 0:

@@ -19,7 +19,6 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import cluster, random
-from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
@@ -114,7 +113,8 @@ def _averages(st: DeepState, model: DeepModel) -> dict:
 
 def _averaged_beta(scan, svm, s_top, y, n: int, seed) -> np.ndarray:
     """Mean beta over ``n`` SVM scans (``scan(svm, s_top, y, seed)``, compiled once per
-    chain) with S[L] held; scan i seeded by fold-in of i."""
+    process: :func:`dgdm_tf.supervised.joint_svm.make_svm_scan`) with S[L] held; scan i
+    seeded by fold-in of i."""
     acc = np.zeros(svm.beta.shape, np.float64)
     for i in range(n):
         svm = scan(svm, s_top, y, tf.random.experimental.stateless_fold_in(seed, i))
@@ -171,8 +171,7 @@ class _RefineKernel(Kernel):
             shyper = self.shyper
             self.sup_fn = make_sweep_fn(self.model, adapt="argument", svm_hyper=shyper,
                                         chunk=self.chunk, **hmc)
-            self.svm_scan = compiled(lambda sv, s_top, yy, sd: deep_svm.resample_svm(
-                sv, s_top, yy, shyper, sd, steps=1))
+            self.svm_scan = deep_svm.make_svm_scan(shyper, steps=1)
 
     def step(self, chain_state, t):
         state, svm, samples = chain_state

@@ -102,6 +102,25 @@ def sweep(state: DeepState, x, model: DeepModel, *, mask=None, update_globals: b
     return state, stats
 
 
+@cached_builder()
+def make_local_steps(model: DeepModel, fast_bottom: bool = True):
+    """A compiled ``f(state, x, seed_top, seed_z, svm_terms) -> (state, expected)``:
+    :func:`local_steps` on a chunk of images, its residual rebuilt from ``x`` first."""
+    return compiled(lambda st, x, s1, s2, terms: local_steps(
+        st._replace(resid=residual(st, x, model)), x, model, s1, s2,
+        fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
+
+
+@cached_builder()
+def make_global_steps(model: DeepModel, *, update_globals: bool, n_leapfrog: int,
+                      power_iterations: int, chunk):
+    """A compiled ``f(state, x, seeds, adapt) -> (state, accept)``: :func:`global_steps`
+    with the D steps' sums over ``chunk``."""
+    return compiled(lambda st, x, seeds, ad: global_steps(
+        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog,
+        power_iterations=power_iterations, chunk=chunk), reduce_retracing=True)
+
+
 def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
                       n_leapfrog: int, power_iterations: int, fast_bottom: bool,
                       svm_hyper=None):
@@ -116,16 +135,10 @@ def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
     ``chunk`` a :class:`dgdm_tf.core.image_chunks.Shards`: the same chunks and seeds, each
     worker sweeping its own chunks and the D steps summing over every worker's; the
     workers then hold the same state, and it is the state one worker gets."""
-    local = compiled(
-        lambda st, x, s1, s2, terms: local_steps(
-            st._replace(resid=residual(st, x, model)), x, model, s1, s2,
-            fast_bottom=fast_bottom, svm_terms=terms), reduce_retracing=True)
-    glob = compiled(lambda st, x, seeds, ad: global_steps(
-        st, x, model, seeds, update_globals=update_globals, adapt=ad, n_leapfrog=n_leapfrog,
-        power_iterations=power_iterations, chunk=chunk), reduce_retracing=True)
-    svm_fn = None
-    if svm_hyper is not None:
-        svm_fn = compiled(lambda sv, s_top, y, sd: deep_svm.resample_svm(sv, s_top, y, svm_hyper, sd))
+    local = make_local_steps(model, fast_bottom)
+    glob = make_global_steps(model, update_globals=update_globals, n_leapfrog=n_leapfrog,
+                             power_iterations=power_iterations, chunk=chunk)
+    svm_fn = None if svm_hyper is None else deep_svm.make_svm_scan(svm_hyper)
 
     def f(state, *args):
         if adapt == "argument":
