@@ -619,3 +619,90 @@ def test_class_count_reads_the_names_or_the_largest_label():
     assert class_count({"class_names": np.array(["a", "b", "c", "d", "e", "f"]),
                         "y_train": y_tr, "y_test": y_te}) == 6
     assert class_count({"y_train": y_tr, "y_test": y_te}) == 5
+
+
+# -------------------------------------------------------------------------------------
+# a file that is not an npz; labels that cannot train a classifier
+# -------------------------------------------------------------------------------------
+def _prepare_npz(tmp_path, name="mine"):
+    return data.prepare_dataset(name, {"kind": "npz", "path": str(tmp_path / "mine.npz")},
+                                str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+
+
+@pytest.mark.parametrize("write, what", [
+    (lambda p: p.write_bytes(np.random.default_rng(0).bytes(4096)), "are not a zip header"),
+    (lambda p: zipfile.ZipFile(p, "w").writestr("notes.txt", "hi"),
+     "a zip archive without .npy members: it holds 'notes.txt'"),
+    (lambda p: p.write_bytes(b""), "an empty file")])
+def test_npz_that_is_not_an_npz_archive(tmp_path, write, what):
+    write(tmp_path / "mine.npz")
+    with pytest.raises(DataValidationError) as exc:
+        _prepare_npz(tmp_path)
+    msg = str(exc.value)
+    assert f"{tmp_path / 'mine.npz'} (datasets.mine.path) is not an .npz archive" in msg, msg
+    assert what in msg and "np.savez" in msg
+    assert "allow_pickle=" not in msg and "unsafely" not in msg and "object arrays" not in msg
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_npz_with_object_arrays_is_refused_without_advice_to_unpickle(tmp_path):
+    np.savez(tmp_path / "mine.npz", x_train=np.zeros((2, 3, 3)), y_train=np.array([0, 1]),
+             x_test=np.zeros((1, 3, 3)), y_test=np.array([1]),
+             class_names=np.array(["a", None], dtype=object))
+    with pytest.raises(DataValidationError) as exc:
+        _prepare_npz(tmp_path)
+    msg = str(exc.value)
+    assert (f"{tmp_path / 'mine.npz'} (datasets.mine.path) holds object arrays ('class_names'), "
+            f"which are not loaded (allow_pickle=False)") in msg, msg
+    assert "numeric arrays" in msg and "dtype=str" in msg
+    assert "trust" not in msg and "unsafely" not in msg and "pickle.load" not in msg
+
+
+def test_load_prepared_of_random_bytes(tmp_path):
+    (tmp_path / "prepared.npz").write_bytes(b"\x80\x04junk" * 10)
+    with pytest.raises(DataValidationError, match=r"prepared.npz is not an .npz archive.*'prepare' rule"):
+        data.load_prepared(str(tmp_path / "prepared.npz"))
+
+
+def _labelled_npz(tmp_path, y_train, y_test, **extra):
+    np.savez(tmp_path / "mine.npz", x_train=np.zeros((len(y_train), 3, 3)),
+             y_train=np.array(y_train), x_test=np.zeros((len(y_test), 3, 3)),
+             y_test=np.array(y_test), **extra)
+
+
+@pytest.mark.parametrize("y_train, y_test, extra, fragments", [
+    ([0, 0, 0], [0], {}, ["the data have 1 class (0: 3 training images)",
+                           "a classifier needs at least two", "add images of a second class"]),
+    ([3, 3, 1], [0, 2], {}, ["2 of the 4 classes have no training image (classes 0, 2",
+                              "training images per class: 0: 0, 1: 1, 2: 0, 3: 2",
+                              "datasets.mine.path", "renumber the labels"]),
+    ([0, 2, 2], [1], {"class_names": np.array(["cat", "dog", "owl"])},
+     ["1 of the 3 classes have no training image (classes dog",
+      "0 (cat): 1, 1 (dog): 0, 2 (owl): 2"]),
+    ([0, 1, 5, 7, 7], [0], {"class_names": np.array(["a", "b", "c"])},
+     ["y_train: labels must be in [0, 3), found 5 (1x), 7 (2x) (3 of 5 labels out of range)",
+      "labels per class: 0: 1, 1: 1, 2: 0", "fix n_classes / class_names"]),
+])
+def test_labels_that_cannot_train_a_classifier_are_refused_at_prepare(
+        tmp_path, y_train, y_test, extra, fragments):
+    _labelled_npz(tmp_path, y_train, y_test, **extra)
+    with pytest.raises(DataValidationError) as exc:
+        _prepare_npz(tmp_path)
+    msg = str(exc.value)
+    assert msg.startswith(f"dataset 'mine' (kind npz, {tmp_path / 'mine.npz'}): "), msg
+    for frag in fragments:
+        assert frag in msg, (frag, msg)
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_a_class_without_training_image_in_a_folder(tmp_path):
+    for split, cls, n in (("train", "ant", 2), ("test", "ant", 1), ("test", "bee", 1)):
+        for j in range(n):
+            _write_png(tmp_path / "img" / split / cls / f"{j}.png", value=40 * j, hw=(4, 4))
+    (tmp_path / "img" / "train" / "bee").mkdir()
+    with pytest.raises(DataValidationError) as exc:
+        data.prepare_dataset("f", {"kind": "folder", "path": str(tmp_path / "img")},
+                             str(tmp_path), str(tmp_path / "o.npz"), seed=0)
+    msg = str(exc.value)
+    assert "1 of the 2 classes have no training image (classes bee" in msg, msg
+    assert "0 (ant): 2, 1 (bee): 0" in msg and "datasets.f.path" in msg and "train/<class>" in msg

@@ -11,7 +11,12 @@ Two steps, one Snakemake rule each:
   (written atomically) holding ``x_train``, ``y_train``, ``x_test``, ``y_test``
   (float32 NHWC images, int64 labels in ``[0, C)``) and ``class_names`` (str, ``(C,)``),
   and returns a JSON-serialisable summary. Bad data raise :class:`DataValidationError`,
-  whose message names the array or config key, the problem, and what to do.
+  whose message names the array or config key, the problem, and what to do. Refused
+  too: fewer than two classes, labels outside ``[0, C)``, and (every kind but mnist and
+  cifar10 / cifar100, whose classes are the set's fixed names) a class without a
+  training image; the message gives the images per class. The check is on the whole
+  prepared training split: the rows' ``n_train`` subsets, drawn from it later
+  (stratified by class), are not checked here.
 
 Config keys read by this package
 ================================
@@ -104,7 +109,8 @@ images only. ImageNet: presence is checked; its preprocessing comes with a later
     ``"test"`` strings or ``0`` = train / ``1`` = test. Images ``(N, H, W)`` or
     ``(N, H, W, C)``; ``uint8`` (divided by 255) or float (kept as is). Labels integer
     (or float with integral values). Optional ``class_names`` (str array, ``(C,)``).
-    Saved without object arrays (loaded with ``allow_pickle=False``).
+    Saved without object arrays (loaded with ``allow_pickle=False``); a file that is not
+    an ``.npz`` archive (a zip of ``.npy`` members) is refused as such.
 
 ``kind: folder`` (your own images, decoded with ``tf.io``; png, jpg/jpeg, bmp, gif):
 

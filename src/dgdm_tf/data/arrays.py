@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from dgdm_tf.data.errors import DataValidationError
+from dgdm_tf.data.spec import short_list
+from dgdm_tf.io.npz_files import NpzFormatError, read_npz
 
 
 def load_prepared(path: str) -> dict[str, np.ndarray]:
@@ -17,8 +19,12 @@ def load_prepared(path: str) -> dict[str, np.ndarray]:
         raise FileNotFoundError(
             f"prepared dataset {p} does not exist: run the workflow's 'prepare' rule "
             f"(snakemake {p}) first.")
-    with np.load(p, allow_pickle=False) as z:
-        out = {k: z[k] for k in z.files}
+    try:
+        out = read_npz(p)
+    except NpzFormatError as exc:
+        raise DataValidationError(
+            f"{p} {exc.problem}: it was not written by dgdm_tf.data.prepare_dataset: delete "
+            f"it and run the 'prepare' rule again (snakemake --force {p}).") from exc
     missing = [k for k in ("x_train", "y_train", "x_test", "y_test", "class_names")
                if k not in out]
     if missing:
@@ -105,15 +111,52 @@ def validate_arrays(x_train, y_train, x_test, y_test, *, n_classes=None,
             raise DataValidationError(
                 f"{ykey} has {len(y)} labels but {xkey} has {len(x)} images: they must "
                 f"match one to one.")
-        if len(y) and y.min() < 0:
+        bad = (y < 0) | (y >= n_classes) if n_classes is not None else y < 0
+        if bad.any():
+            bound = f"[0, {n_classes})" if n_classes is not None else "[0, C)"
+            values, counts = np.unique(y[bad], return_counts=True)
+            found = ", ".join(f"{v} ({k}x)" for v, k in zip(values[:10].tolist(), counts[:10].tolist()))
+            top = f"0..{n_classes - 1} or fix n_classes / class_names" if n_classes else "0..C-1"
             raise DataValidationError(
-                f"{ykey}: labels must be in [0, C), found {int(y.min())} "
-                f"({int((y < 0).sum())} negative labels); map classes to 0..C-1.")
-        if n_classes is not None and len(y) and y.max() >= n_classes:
-            raise DataValidationError(
-                f"{ykey}: labels must be in [0, {n_classes}), found {int(y.max())} "
-                f"({int((y >= n_classes).sum())} labels >= {n_classes}); map classes to "
-                f"0..{n_classes - 1} or fix n_classes / class_names.")
+                f"{ykey}: labels must be in {bound}, found {found} ({int(bad.sum())} of "
+                f"{len(y)} labels out of range); labels per class: "
+                f"{per_class(y, n_classes or max(int(y.max()) + 1, 0))}. Map classes to {top}.")
+
+
+def per_class(y: np.ndarray, n_classes: int, names=None) -> str:
+    """``"label: count, ..."`` of the labels in ``[0, n_classes)`` (the first 20 classes,
+    then those with no label), with each class's name where it differs from its index."""
+    y = np.asarray(y)
+    counts = np.bincount(y[(y >= 0) & (y < n_classes)], minlength=n_classes)
+    names = [str(c) for c in range(n_classes)] if names is None else [str(c) for c in names]
+
+    def one(c: int) -> str:
+        return f"{c}: {counts[c]}" if names[c] == str(c) else f"{c} ({names[c]}): {counts[c]}"
+    shown = list(range(min(n_classes, 20)))
+    rest = [c for c in range(20, n_classes) if counts[c] == 0]
+    text = ", ".join(one(c) for c in shown + rest[:20])
+    hidden = n_classes - len(shown) - len(rest[:20])
+    return text + (f", ... ({hidden} more classes, each with {counts[20:].min()} to "
+                   f"{counts[20:].max()})" if hidden else "")
+
+
+def check_training_classes(y_train: np.ndarray, class_names, every_class: bool = True) -> None:
+    """Raise :class:`DataValidationError` unless there are at least two classes and
+    (``every_class``) every one of them has a training image: a class without one is never
+    learnt, the one-vs-rest Bayesian SVM (Sec. 2.3) having no positive example of it."""
+    c = len(class_names)
+    if c < 2:
+        raise DataValidationError(
+            f"the data have {c} class{'es' if c != 1 else ''} "
+            f"({per_class(y_train, c, class_names) or 'no labels'} training images); a "
+            f"classifier needs at least two")
+    counts = np.bincount(y_train, minlength=c)
+    missing = np.flatnonzero(counts == 0)
+    if every_class and len(missing):
+        raise DataValidationError(
+            f"{len(missing)} of the {c} classes have no training image (classes "
+            f"{short_list([class_names[i] for i in missing])}; training images per class: "
+            f"{per_class(y_train, c, class_names)})")
 
 
 def select_subset(x, y, n: int | None, seed: int) -> tuple:

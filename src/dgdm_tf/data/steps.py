@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.data.arrays import validate_arrays
+from dgdm_tf.data.arrays import check_training_classes, validate_arrays
 from dgdm_tf.data.caltech import check_caltech256, prepare_caltech
 from dgdm_tf.data.cifar import prepare_cifar
 from dgdm_tf.data.errors import DataValidationError, PreprocessingNotImplementedError
@@ -96,8 +96,21 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
             f"({short_list(class_names)}) but config key datasets.{name}.n_classes is "
             f"{n_classes}: fix the key (or set it to null) or the data.")
     image_shape = spec_shape(name, spec, "image_shape", (2, 3))
-    validate_arrays(arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"],
-                    n_classes=len(class_names), image_shape=image_shape)
+    where = f"dataset {name!r} (kind {kind}, {raw_path})"
+    try:
+        validate_arrays(arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"],
+                        n_classes=len(class_names), image_shape=image_shape)
+    except DataValidationError as exc:
+        raise DataValidationError(f"{where}: {exc}") from exc
+    try:
+        # mnist / cifar: their classes are the set's fixed names, checked against the
+        # checksummed files, so only mock data at test size can lack one of them
+        check_training_classes(arrays["y_train"], class_names,
+                               every_class=kind not in ("mnist", "cifar10", "cifar100"))
+    except DataValidationError as exc:
+        fix = (_class_fix(name, kind) if len(class_names) > 1 else
+               f"add images of a second class (label 1) to datasets.{name}'s data")
+        raise DataValidationError(f"{where}: {exc}: {fix}.") from exc
     x_train = np.ascontiguousarray(arrays["x_train"], dtype=np.float32)
     x_test = np.ascontiguousarray(arrays["x_test"], dtype=np.float32)
     y_train = np.asarray(arrays["y_train"], dtype=np.int64)
@@ -125,3 +138,20 @@ def prepare_dataset(name: str, spec: dict, raw_dir: str, out_path: str, *, seed:
         "seed": int(seed),
         "prepare_seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def _class_fix(name: str, kind: str) -> str:
+    """What to do when a class has no training image."""
+    if kind == "npz":
+        return (f"give every class training images in datasets.{name}.path (rows of y_train, "
+                f"or labels whose split is 'train'), or leave the empty classes out and "
+                f"renumber the labels 0..C-1 (with 'class_names' and datasets.{name}.n_classes)")
+    if kind == "folder":
+        return (f"put images into every class folder under datasets.{name}.path (layout "
+                f"train/test: into train/<class>; flat layout: a class needs one image, two "
+                f"for a test image too), or remove the empty class folders")
+    if kind in ("caltech101", "caltech256"):
+        return (f"the archive at datasets.{name}.path (or raw_dir) lacks images of those "
+                f"classes: fetch it again, or lower datasets.{name}.train_per_class")
+    return (f"the raw files of {kind} under datasets.{name}.raw_dir are incomplete: delete "
+            f"them and run the 'download' rule again")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from dgdm_tf.data.errors import DataValidationError
+from dgdm_tf.io.npz_files import SAVE_ADVICE, NpzFormatError, read_npz
+
+_LAYOUTS = ("'x_train', 'y_train', 'x_test', 'y_test' or 'images', 'labels', 'split' "
+            "(optionally 'class_names')")
 
 
 def _images_to_float(x: np.ndarray, key: str, path: Path) -> np.ndarray:
@@ -70,16 +73,16 @@ def _split_mask(split: np.ndarray, path: Path) -> np.ndarray:
 
 def load_user_npz(name: str, path: Path) -> dict:
     try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except ValueError as exc:
+        data = read_npz(path)
+    except NpzFormatError as exc:
+        fix = (SAVE_ADVICE if exc.objects else
+               f"point datasets.{name}.path at an .npz written by np.savez (or "
+               f"np.savez_compressed) holding {_LAYOUTS}")
+        raise DataValidationError(f"{path} (datasets.{name}.path) {exc.problem}: {fix}.") from exc
+    except OSError as exc:
         raise DataValidationError(
-            f"{path} (datasets.{name}.path) holds object arrays, which are not loaded "
-            f"(allow_pickle=False): save strings as str arrays, e.g. "
-            f"np.asarray(class_names, dtype=str). ({exc})") from exc
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise DataValidationError(
-            f"{path} (datasets.{name}.path) is not a readable .npz: {exc}") from exc
+            f"{path} (datasets.{name}.path) cannot be read ({exc}): check the file and its "
+            f"permissions.") from exc
     layout_a = ("x_train", "y_train", "x_test", "y_test")
     layout_b = ("images", "labels", "split")
     if all(k in data for k in layout_a):

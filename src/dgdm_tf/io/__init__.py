@@ -1,1 +1,2 @@
-"""Files: atomic writes (atomic) and the files one workflow rule hands another (artifacts)."""
+"""Files: atomic writes (atomic), opening a file that must be an .npz (npz_files) and the
+files one workflow rule hands another (artifacts)."""

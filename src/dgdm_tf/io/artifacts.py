@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.io.npz_files import NpzFormatError, open_npz
 
 #: the rule that writes each method's features.npz (its folder's name)
 FEATURE_RULES = {"pretrained_svm": "features", "pretrained_block_svm": "block_features",
@@ -109,13 +110,13 @@ def _open(path, rule: str) -> Iterator[_Npz]:
         raise MissingArtifactError(f"{path} is missing: run `snakemake {path}` "
                                    f"(rule {rule} writes it)")
     try:
-        z = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ArtifactError(f"{path} is not a readable .npz ({exc}): rerun `snakemake --force "
-                            f"{path}` (rule {rule} writes it)") from exc
-    if not isinstance(z, np.lib.npyio.NpzFile):
-        raise ArtifactError(f"{path} is a single array, not an .npz: rerun `snakemake --force "
-                            f"{path}` (rule {rule} writes it)")
+        z = open_npz(path)
+    except NpzFormatError as exc:
+        raise ArtifactError(f"{path} {exc.problem}: rerun `snakemake --force {path}` "
+                            f"(rule {rule} writes it)") from exc
+    except OSError as exc:
+        raise ArtifactError(f"{path} cannot be read ({exc}): rerun `snakemake --force {path}` "
+                            f"(rule {rule} writes it)") from exc
     with z:
         yield _Npz(z, path, rule)
 

@@ -7,8 +7,10 @@ Every file is written to a temporary sibling and moved into place with
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,12 +18,55 @@ from typing import Any, Iterator
 import numpy as np
 
 
+class DiskFullError(OSError):
+    """Writing ``path`` ran out of space (``ENOSPC``) or quota (``EDQUOT``); nothing was
+    left behind. Still an ``OSError`` with the original ``errno``; ``free_bytes`` is what
+    the file system had free once the partial file was removed."""
+
+    def __init__(self, path: Path, cause: OSError):
+        self.path = Path(path)
+        try:
+            self.free_bytes: int | None = shutil.disk_usage(self.path.parent).free
+            free = f"{self.free_bytes} bytes ({_human(self.free_bytes)}) are free there"
+        except OSError:
+            self.free_bytes, free = None, "its free space could not be read"
+        what = ("the disk quota is exceeded" if cause.errno == errno.EDQUOT
+                else "its file system is full")
+        self.message = (
+            f"{self.path} could not be written: {what} ({cause.strerror}); {free} "
+            f"({self.path.parent}) now that the partial file is removed. Free space there "
+            f"(or raise the quota, or point the results elsewhere) and rerun the step.")
+        super().__init__(cause.errno, self.message, str(self.path))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _human(n: float) -> str:
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB"):
+        n /= 1024
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} GiB"
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in the same folder; move it onto ``path`` on success."""
+    """Yield a temporary path in the same folder; move it onto ``path`` on success. A
+    full file system (or quota) raises :class:`DiskFullError`, the temporary removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # no inode left
+        if exc.errno in _FULL:
+            raise DiskFullError(path, exc) from exc
+        raise
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -31,6 +76,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        tmp.unlink(missing_ok=True)  # before measuring: its blocks are free again
+        raise DiskFullError(path, exc) from exc
     finally:
         if tmp.exists():
             tmp.unlink()

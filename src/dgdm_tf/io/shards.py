@@ -9,7 +9,6 @@ uncompressed: a shard is read once, soon after.
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.io.artifacts import ArtifactError, MissingArtifactError
+from dgdm_tf.io.npz_files import NpzFormatError, read_npz
 
 IMAGES_KEY = "shard_images"
 
@@ -37,11 +37,11 @@ def read_shard(path, rule: str) -> tuple[tuple[int, int], dict]:
     if not Path(path).is_file():
         raise MissingArtifactError(f"{path} is missing: run `snakemake {path}` (rule {rule} writes it)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            entries = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ArtifactError(f"{path} is not a readable shard ({exc}): rerun `snakemake --force "
-                            f"{path}` (rule {rule} writes it)") from exc
+        entries = read_npz(path)
+    except (NpzFormatError, OSError) as exc:
+        problem = exc.problem if isinstance(exc, NpzFormatError) else f"cannot be read ({exc})"
+        raise ArtifactError(f"{path} {problem}: rerun `snakemake --force {path}` (rule {rule} "
+                            f"writes it)") from exc
     if IMAGES_KEY not in entries:
         raise ArtifactError(f"{path} has no {IMAGES_KEY!r}: rerun `snakemake --force {path}` "
                             f"(rule {rule} writes it)")
