@@ -16,17 +16,9 @@ from dgdm_tf.data.minibatches import array_batches
 from dgdm_tf.mcem import averaging as A, stochastic as M
 from dgdm_tf.pretrain import chain
 from dgdm_tf.topdown import refine
+from _damage import random_bytes, truncate
 from _smcem_model import HYPER, LAYERS as MCEM_LAYERS, SVM, labelled
 from _topdown_model import LAYERS, draw as _draw
-
-
-def _truncate(path):
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def _random_bytes(path):
-    path.write_bytes(np.random.default_rng(0).bytes(path.stat().st_size))
 
 
 def _wrong_shape(name):
@@ -141,7 +133,7 @@ def _check(tmp_path, fresh, name, damage):
     return lines[0]
 
 
-@pytest.mark.parametrize("damage", [_truncate, _random_bytes], ids=["truncated", "random_bytes"])
+@pytest.mark.parametrize("damage", [truncate, random_bytes], ids=["truncated", "random_bytes"])
 @pytest.mark.parametrize("name", list(CHAINS))
 def test_a_damaged_checkpoint_is_set_aside_and_the_chain_runs_as_a_fresh_one(
         tmp_path, fresh, name, damage):
@@ -164,7 +156,7 @@ def test_a_damaged_batch_file_sets_the_batched_state_aside(tmp_path, fresh):
     def damage_batch(head):
         with np.load(head) as z:
             buffer = int(z["buffer"])
-        _truncate(head.parent / f"buffer{buffer}" / "batch00001.npz")
+        truncate(head.parent / f"buffer{buffer}" / "batch00001.npz")
 
     line = _check(tmp_path, fresh, name, damage_batch)
     assert "batch00001.npz: BadZipFile" in line

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from _damage import random_bytes, truncate
 from dgdm_tf.mcmc.driver import (EXIT_TERMINATED, Checkpoint, Kernel, Terminated, fit,
                                  run_chain)
 
@@ -120,15 +121,6 @@ def test_a_checkpoint_of_an_older_layout_starts_afresh(tmp_path, drop):
 
 # --- damaged checkpoints and SIGTERM -------------------------------------------------
 
-def _truncate(path):
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def _random_bytes(path):
-    path.write_bytes(np.random.default_rng(0).bytes(path.stat().st_size))
-
-
 def _corrupt_member(path):
     """Flip one byte of the kernel's array ``x`` (a stored zip member: its CRC fails)."""
     with zipfile.ZipFile(path) as zf:
@@ -154,7 +146,7 @@ class FitAR1(AR1):
         return arrays["x"]
 
 
-@pytest.mark.parametrize("damage", [_truncate, _random_bytes, _corrupt_member, _wrong_shape])
+@pytest.mark.parametrize("damage", [truncate, random_bytes, _corrupt_member, _wrong_shape])
 def test_a_damaged_checkpoint_is_set_aside_and_the_chain_starts_afresh(tmp_path, damage):
     whole = run_chain(FitAR1(0, 3), 10, Checkpoint(None, "a"))
     ck = Checkpoint(tmp_path / "ck.npz", "a", every=2)
