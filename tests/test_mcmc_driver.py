@@ -2,15 +2,24 @@
 step t drawn from the seed folded with t) checks what every chain relies on: a run
 stopped and resumed from its checkpoint ends bit for bit where an uninterrupted run
 ends; the sums hold exactly the collected draws; a checkpoint of other settings is not
-resumed; an early stop returns None."""
+resumed; an early stop returns None; a damaged checkpoint is set aside and the chain
+starts afresh; SIGTERM ends the chain after its step, with its checkpoint, status 143."""
 
 from __future__ import annotations
+
+import os
+import signal
+import struct
+import threading
+import zipfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from _damage import random_bytes, truncate
+from dgdm_tf.mcmc.driver import (EXIT_TERMINATED, Checkpoint, Kernel, Terminated, fit,
+                                 run_chain)
 
 
 class AR1(Kernel):
@@ -121,3 +130,101 @@ def test_on_step_sees_each_new_state_and_changes_nothing(tmp_path):
     np.testing.assert_array_equal(seen[-1][1], plain.state)
     np.testing.assert_array_equal(run.state, plain.state)
     assert run.rows == plain.rows and all(np.array_equal(run.sums[k], plain.sums[k]) for k in run.sums)
+
+
+# --- damaged checkpoints and SIGTERM -------------------------------------------------
+
+def _corrupt_member(path):
+    """Flip one byte of the kernel's array ``x`` (a stored zip member: its CRC fails)."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("x.npy")
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    data[info.header_offset + 30 + name_len + extra_len + info.file_size - 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _wrong_shape(path):
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["x"] = np.zeros(4)
+    np.savez(path, **arrays)
+
+
+class FitAR1(AR1):
+    """AR1 whose restore checks its state's shape (as the chains' kernels do)."""
+
+    def restore(self, arrays):
+        fit(arrays, {"x": ((3,), np.float64)})
+        return arrays["x"]
+
+
+@pytest.mark.parametrize("damage", [truncate, random_bytes, _corrupt_member, _wrong_shape])
+def test_a_damaged_checkpoint_is_set_aside_and_the_chain_starts_afresh(tmp_path, damage):
+    whole = run_chain(FitAR1(0, 3), 10, Checkpoint(None, "a"))
+    ck = Checkpoint(tmp_path / "ck.npz", "a", every=2)
+    assert run_chain(FitAR1(0, 3), 10, ck, stop_after=5) is None
+    (tmp_path / "ck.npz.damaged").write_text("an older damaged checkpoint")
+    damage(tmp_path / "ck.npz")
+    said = []
+    again = run_chain(FitAR1(0, 3), 10, ck, say=said.append)
+    assert again.steps_here == 10 and again.rows == whole.rows
+    np.testing.assert_array_equal(again.state, whole.state)
+    aside = tmp_path / "ck.npz.damaged"
+    assert aside.read_bytes() != b"an older damaged checkpoint"  # replaced
+    assert any(f"checkpoint {tmp_path / 'ck.npz'} is damaged (" in m
+               and f"renamed to {aside}; starting afresh" in m for m in said), said
+    assert run_chain(FitAR1(0, 3), 10, ck).steps_here == 0  # the new checkpoint resumes
+
+
+def test_a_checkpoint_whose_step_does_not_fit_its_trace_is_set_aside(tmp_path):
+    ck = Checkpoint(tmp_path / "ck.npz", "a", every=2)
+    run_chain(AR1(0, 3), 10, ck, stop_after=4)
+    with np.load(tmp_path / "ck.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    np.savez(tmp_path / "ck.npz", **{**arrays, "sweep": np.array(7)})
+    said = []
+    assert run_chain(AR1(0, 3), 10, ck, say=said.append).steps_here == 10
+    assert any("sweep 7 of 10 with 4 trace rows" in m for m in said), said
+    assert (tmp_path / "ck.npz.damaged").exists()
+
+
+class SigtermAt(AR1):
+    """AR1 that sends this process SIGTERM during step ``at``."""
+
+    def __init__(self, at):
+        super().__init__(0, 3)
+        self.at = at
+
+    def step(self, state, t):
+        if t == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().step(state, t)
+
+
+def test_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_143(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    ck = Checkpoint(tmp_path / "ck.npz", "a", every=4)
+    said = []
+    with pytest.raises(SystemExit) as stop:
+        run_chain(SigtermAt(5), 10, ck, say=said.append)
+    assert isinstance(stop.value, Terminated) and stop.value.code == EXIT_TERMINATED == 143
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+    with np.load(tmp_path / "ck.npz") as z:
+        assert int(z["sweep"]) == 6  # step 5 finished (not a multiple of every)
+    assert any("SIGTERM: stopped after sweep 6/10" in m and "exit status 143" in m
+               for m in said), said
+    resumed = run_chain(AR1(0, 3), 10, ck)
+    whole = run_chain(AR1(0, 3), 10, Checkpoint(None, "a"))
+    np.testing.assert_array_equal(resumed.state, whole.state)
+    assert resumed.rows == whole.rows and resumed.steps_here == 4
+
+
+def test_a_chain_outside_the_main_thread_runs_and_says_sigterm_is_not_caught(tmp_path):
+    out, said = [], []
+    th = threading.Thread(target=lambda: out.append(
+        run_chain(AR1(0, 3), 10, Checkpoint(tmp_path / "ck.npz", "a"), say=said.append)))
+    th.start()
+    th.join()
+    assert out[0].steps_here == 10
+    assert any("outside the main thread: SIGTERM is not caught" in m for m in said)

@@ -23,8 +23,10 @@ import dataclasses
 import itertools
 import json
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import tensorflow as tf
@@ -148,7 +150,8 @@ def run_as_workers(argv: list[str], count: int, *, threads: int) -> None:
     """Run ``argv`` as ``count`` workers of one cluster and wait for them all; raise when
     one fails. Inside a Slurm job, one per task of a job step (``srun``, each task
     ``threads`` CPUs; the workers find their cluster by :func:`resolver`); elsewhere as
-    local processes with TF_CONFIG on localhost (a failed worker stops the others)."""
+    local processes with TF_CONFIG on localhost (a failed worker stops the others; SIGTERM
+    is passed on to the workers, and this process then exits with 143 = 128 + SIGTERM)."""
     env = {**os.environ, WORKER_ENV: "1"}
     env.pop("TF_CONFIG", None)
     if os.environ.get("SLURM_JOB_ID"):
@@ -158,16 +161,38 @@ def run_as_workers(argv: list[str], count: int, *, threads: int) -> None:
                         "--kill-on-bad-exit=1", *argv], env=env, check=True)
         return
     procs = [subprocess.Popen(argv, env={**env, "TF_CONFIG": c}) for c in local_tf_configs(count)]
-    failed = None
-    while failed is None and any(p.poll() is None for p in procs):
-        failed = next((i for i, p in enumerate(procs) if p.poll() not in (None, 0)), None)
-        time.sleep(0.2)
-    failed = next((i for i, p in enumerate(procs) if p.returncode not in (None, 0)), failed)
-    if failed is not None:
+    # SIGTERM goes on to every worker, which finish their step together and leave (a
+    # chain's workers agree on the step: dgdm_tf.mcmc.driver), then this process leaves
+    # with their status; under Slurm scancel signals every task itself
+    signalled: list[int] = []
+
+    def forward(signum, _frame):
+        signalled.append(signum)
         for p in procs:
             if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            p.wait()
+                p.send_signal(signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, forward) if main else None
+    try:
+        failed = None
+        while failed is None and any(p.poll() is None for p in procs):
+            failed = next((i for i, p in enumerate(procs) if p.poll() not in (None, 0)), None)
+            time.sleep(0.2)
+        failed = next((i for i, p in enumerate(procs) if p.returncode not in (None, 0)), failed)
+        if failed is not None:
+            for p in procs:
+                if p.poll() is None and not signalled:
+                    p.terminate()
+            for p in procs:
+                p.wait()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    if signalled:
+        codes = [p.returncode for p in procs]
+        print(f"SIGTERM forwarded to the {count} workers; their exit codes {codes}", flush=True)
+        raise SystemExit(128 + signal.SIGTERM)
+    if failed is not None:
         raise RuntimeError(f"worker {failed} of {count} failed (exit code "
                            f"{procs[failed].returncode}): {' '.join(argv)}")

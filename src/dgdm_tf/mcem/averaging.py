@@ -33,7 +33,7 @@ from dgdm_tf.topdown.state import DeepState, fold_seed
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.mcem.estep import e_step_supervised, make_supervised_sweep_fn
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
 
 
 def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,
@@ -129,6 +129,12 @@ class AveragingKernel(Kernel):
 
     def restore(self, z):
         layers, n_kept = range(self.model.n_layers), int(z["n_kept"])
+        beta = np.asarray(self.g0.beta)
+        fit(z, {"log_step": ((self.model.n_layers,), np.float32), "beta": (beta.shape, beta.dtype),
+                **{f"kept{k}_beta": (beta.shape, beta.dtype) for k in range(n_kept)},
+                **{f"{pre}d{l}": ((g.dh, g.dw, g.c, g.k), np.float32)
+                   for l, g in enumerate(self.model.geoms)
+                   for pre in ["", *(f"kept{k}_" for k in range(n_kept))]}})
         return (tuple(tf.constant(z[f"d{l}"]) for l in layers),
                 self.g0._replace(beta=tf.constant(z["beta"])), tf.constant(z["log_step"]),
                 [[z[f"kept{k}_d{l}"] for l in layers] for k in range(n_kept)],

@@ -44,7 +44,7 @@ from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
@@ -364,6 +364,8 @@ class McemKernel(Kernel):
 
     def restore(self, z):
         layers = range(self.model.n_layers)
+        fit(z, {f"{v}{l}": ((g.dh, g.dw, g.c, g.k), np.float32)
+                for l, g in enumerate(self.model.geoms) for v in "dv"})
         state = McemState(d=tuple(tf.constant(z[f"d{l}"]) for l in layers),
                           v=tuple(tf.constant(z[f"v{l}"]) for l in layers), step=int(z["step"]))
         g = None

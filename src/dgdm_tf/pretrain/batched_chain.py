@@ -31,8 +31,8 @@ from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
-from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite,
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointMismatch, Kernel, fit, read_npz, run_chain
+from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite, kept_maps,
                                  maps_to_keep, report_sweep)
 from dgdm_tf.pretrain.kernel import active_mask
 from dgdm_tf.pretrain.layer_model import (START_SEEDS, LayerModel, PretrainState, initial_dictionary,
@@ -51,8 +51,9 @@ class BatchStore:
         return self.root / f"buffer{buffer}" / f"batch{b:05d}.npz"
 
     def read(self, buffer: int, b: int) -> dict:
-        with np.load(self.path(buffer, b), allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        """Batch ``b``'s arrays (:func:`dgdm_tf.mcmc.driver.read_npz`: a damaged file
+        raises :class:`dgdm_tf.mcmc.driver.CheckpointDamaged`)."""
+        return read_npz(self.path(buffer, b))
 
     def write(self, buffer: int, b: int, arrays: dict) -> None:
         atomic_io.save_npz(self.path(buffer, b), compressed=False,
@@ -85,10 +86,27 @@ class _BatchedKernel(Kernel):
     def start(self):
         for old in self.store.root.glob("buffer*"):  # another run's batches
             shutil.rmtree(old, ignore_errors=True)
-        return self.restore(_start(self.x, self.model, self.bounds, self.store, self.seed,
-                                   self.dict_init, self.start_with, self.say))
+        return self._adopt(_start(self.x, self.model, self.bounds, self.store, self.seed,
+                                  self.dict_init, self.start_with, self.say))
 
     def restore(self, head):
+        """The head's state, once the head and every batch file of its buffer fit the
+        chain (a resume reads the batches once more: a damaged one is found here, not
+        mid-sweep)."""
+        g = self.model.geom
+        k_now = kept_maps(head["d"], g.k)
+        fit(head, {"d": ((g.dh, g.dw, g.c, k_now), np.float32), "kept": ((k_now,), np.int64),
+                   "buffer": ((), np.int64)})
+        if int(head["buffer"]) not in (0, 1):
+            raise CheckpointMismatch(f"its buffer is {int(head['buffer'])}, not 0 or 1")
+        for b, (lo, hi) in enumerate(self.bounds):
+            z = self.store.read(int(head["buffer"]), b)["z"]
+            if z.ndim != 6 or z.shape[3] != hi - lo or z.dtype != np.int8:
+                raise CheckpointMismatch(f"batch {b}'s z is {z.dtype}{list(z.shape)}, not int8 "
+                                         f"with {hi - lo} images on axis 3")
+        return self._adopt(head)
+
+    def _adopt(self, head):
         k_now = int(head["d"].shape[-1])
         if k_now != self.model.geom.k:
             m = self.model

@@ -25,7 +25,7 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
 from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input
@@ -33,7 +33,7 @@ from dgdm_tf.pretrain.kernel import active_mask, log_likelihood, make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, PretrainState, init_state
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.pretrain.chain_parts import check_finite, maps_to_keep, report_sweep
+from dgdm_tf.pretrain.chain_parts import check_finite, kept_maps, maps_to_keep, report_sweep
 from dgdm_tf.pretrain.batched_chain import run_batched_layer
 
 
@@ -114,12 +114,16 @@ class _PretrainKernel(Kernel):
         return state
 
     def restore(self, arrays):
-        self.kept = arrays["kept"]
-        state = _state_from_numpy(arrays)
         m = self.model
-        self.model = LayerModel(m.geom.with_k(int(state.d.shape[-1])), m.hyper, top=m.top,
-                                n_images=m.n, scan=m.scan)
-        return state
+        g = m.geom.with_k(kept_maps(arrays["state_d"], m.geom.k))
+        fit(arrays, {"kept": ((g.k,), np.int64), "state_d": ((g.dh, g.dw, g.c, g.k), np.float32),
+                     "state_s": ((g.gh, g.gw, g.k, m.n, g.nch, g.ncw, g.p * g.p), np.float32),
+                     "state_z": ((g.gh, g.gw, g.k, m.n, g.nch, g.ncw), np.int32),
+                     "state_log_theta": ((m.n, g.k, g.n_states), np.float32),
+                     "state_gamma_e": ((m.n,), np.float32)})
+        self.kept = arrays["kept"]
+        self.model = LayerModel(g, m.hyper, top=m.top, n_images=m.n, scan=m.scan)
+        return _state_from_numpy(arrays)
 
     def arrays(self, state):
         return {"kept": np.asarray(self.kept), **_state_to_numpy(state)}

@@ -9,10 +9,19 @@ import os
 import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.mcmc.driver import CheckpointMismatch
 
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",
                  "gamma_e_mean", "gamma_w", "seconds"]
+
+
+def kept_maps(d: np.ndarray, k: int) -> int:
+    """The maps a checkpoint's D (dh, dw, C, K') holds (pruning keeps 1 <= K' <= K)."""
+    if d.ndim != 4 or not 1 <= d.shape[-1] <= k:
+        raise CheckpointMismatch(f"its D has shape {list(d.shape)}: not (dh, dw, C, K') with "
+                                 f"1 <= K' <= {k}")
+    return int(d.shape[-1])
 
 
 def check_finite(name: str, arr) -> None:

@@ -22,7 +22,7 @@ from dgdm_tf.core import cluster, random
 from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointMismatch, Kernel, fit, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
@@ -129,7 +129,8 @@ class _RefineKernel(Kernel):
 
     def __init__(self, x, dictionaries, model, *, seed, burn_in, thin, gamma_e_init,
                  gamma_s_init, n_leapfrog, power_iterations, chunk, y, n_classes, shyper,
-                 svm_warmup, svm_average, keep, say, trace_path):
+                 svm_warmup, svm_average, keep, say, trace_path, team):
+        self.team = team
         self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.dictionaries, self.model, self.seed = dictionaries, model, seed
         self.burn_in, self.thin, self.n_leapfrog, self.chunk = burn_in, thin, n_leapfrog, chunk
@@ -148,6 +149,13 @@ class _RefineKernel(Kernel):
         return state, None, []
 
     def restore(self, z):
+        fit(z, {"state_d_n": ((), np.asarray(len(self.model.geoms)).dtype),
+                "state_gamma_e": ((len(self.x),), np.float32),
+                **{f"state_d_{l}": ((g.dh, g.dw, g.c, g.k), np.float32)
+                   for l, g in enumerate(self.model.geoms)}})
+        if int(z["state_d_n"]) != self.model.n_layers:
+            raise CheckpointMismatch(f"the checkpoint holds {int(z['state_d_n'])} layers' "
+                                     f"dictionaries, the chain {self.model.n_layers}")
         svm = _state_from_numpy(z, deep_svm.SvmState, "svm") if "svm_beta" in z else None
         samples = [{k[len(f"sample{i}_"):]: z[k] for k in z if k.startswith(f"sample{i}_")}
                    for i in range(int(z["n_samples"]) if "n_samples" in z else 0)]
@@ -210,6 +218,12 @@ class _RefineKernel(Kernel):
                 samples = samples + [{**{f"d{l}": np.asarray(d) for l, d in enumerate(state.d)},
                                       "beta": beta}]
         return (state, svm, samples), row, sample
+
+    def agree(self, stop):
+        if self.team.count == 1:
+            return stop
+        # every worker's SIGTERM flag, gathered after every sweep, so all leave after one
+        return bool(tf.reduce_any(cluster.all_gather(tf.constant(stop), self.team.count)))
 
     def report(self, rows, total, sec_per_step):
         row = rows[-1]
@@ -324,7 +338,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                            chunk=chunk, y=y if supervised else None,
                            n_classes=n_classes, shyper=shyper if supervised else None,
                            svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
-                           say=say, trace_path=trace_path)
+                           say=say, trace_path=trace_path, team=team)
     ck = Checkpoint(Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None, fp,
                     every=checkpoint_every, write=team.chief,
                     resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
