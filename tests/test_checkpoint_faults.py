@@ -109,6 +109,11 @@ def _assert_same(a, b, where="result"):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=where)
 
 
+
+# the slow tier: six chains twice over, minutes; the driver's own damage tests
+# (tests/test_mcmc_driver.py, a toy chain) are the default tier's
+pytestmark = pytest.mark.slow
+
 @pytest.fixture(scope="module")
 def fresh():
     """Each chain's result from a fresh run (no checkpoint), computed once."""

@@ -104,6 +104,7 @@ def test_a_shared_trace_draws_what_a_fresh_trace_draws():
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
 
 
+@pytest.mark.slow  # a real chain, twice: about 50 s of CPU
 def test_a_second_batched_pretraining_chain_makes_no_new_trace(tmp_path):
     """Two batched pretraining chains of one layer model (batches of 4, 4 and 2 images):
     the second, from another seed, runs on the first's traces of the batch step and the
@@ -121,6 +122,7 @@ def test_a_second_batched_pretraining_chain_makes_no_new_trace(tmp_path):
     assert [b.tracing_count() for b in builders] == first
 
 
+@pytest.mark.slow  # a real chain, twice: about 50 s of CPU
 def test_a_second_refinement_makes_no_new_trace():
     """Two supervised, chunked refinements of one model (chunks of 4 and 2 images), the
     second from another seed: its sweeps and its SVM scans (the averaged beta) run on
