@@ -267,7 +267,9 @@ class RefinedModel(_ModelOutput):
     layers' state frequencies; gamma_s: float (stored float64); gamma_e: (N,) float32;
     on_rate: (K_top,) float32; image_indices: (N,) int64 rows of x_train; sweeps: int;
     chain_seconds, wall_seconds: float; config: the refine config; layers: the layer
-    configs (JSON).
+    configs (JSON); settlement: the chains' diagnostics
+    (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`, JSON; None in a file written
+    before it).
     """
 
     D: list
@@ -281,14 +283,15 @@ class RefinedModel(_ModelOutput):
     wall_seconds: float
     config: dict
     layers: list
+    settlement: dict | None = None
 
 
 def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, gamma_e, on_rate,
                         image_indices, sweeps: int, chain_seconds: float, wall_seconds: float,
-                        config: dict, layers: list) -> None:
+                        config: dict, layers: list, settlement: dict | None = None) -> None:
     """Write a :class:`RefinedModel` (keys D1.., theta1.., n_layers, gamma_s, gamma_e,
-    on_rate, image_indices, sweeps, chain_seconds, wall_seconds, refine_config, layers);
-    D, theta, gamma_e, on_rate, image_indices as given."""
+    on_rate, image_indices, sweeps, chain_seconds, wall_seconds, refine_config, layers,
+    settlement); D, theta, gamma_e, on_rate, image_indices as given."""
     arrs = {f"D{l + 1}": d for l, d in enumerate(D)}
     arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
     atomic_io.save_npz(
@@ -296,7 +299,8 @@ def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, g
         gamma_s=np.float64(gamma_s), gamma_e=gamma_e, on_rate=on_rate,
         image_indices=image_indices, sweeps=np.int64(sweeps),
         chain_seconds=np.float64(chain_seconds),
-        wall_seconds=np.float64(wall_seconds), refine_config=_json(config), layers=_json(layers))
+        wall_seconds=np.float64(wall_seconds), refine_config=_json(config), layers=_json(layers),
+        settlement=_json(settlement))
 
 
 def read_refined_model(path) -> RefinedModel:
@@ -308,7 +312,8 @@ def read_refined_model(path) -> RefinedModel:
             gamma_s=float(z["gamma_s"]), gamma_e=z["gamma_e"], on_rate=z["on_rate"],
             image_indices=z["image_indices"], sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("refine_config"), layers=z.text("layers"))
+            config=z.text("refine_config"), layers=z.text("layers"),
+            settlement=z.text("settlement") if "settlement" in z else None)
 
 
 # --- the supervised model: results/{ds}/supervised/model.npz, rule supervised -------------
@@ -323,7 +328,8 @@ class SupervisedModel(_ModelOutput):
     samples_beta: (S, n_cls, F+1) the kept models' SVM weights; svm_mean, svm_std: (F,)
     the features' standardisation; n_classes: int; gamma_s: float; gamma_e: (N,);
     on_rate: (K_top,); image_indices: (N,) int64; labels: (N,) int64;
-    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers (JSON).
+    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers (JSON);
+    settlement: as :class:`RefinedModel`'s.
     """
 
     D: list
@@ -344,17 +350,18 @@ class SupervisedModel(_ModelOutput):
     wall_seconds: float
     config: dict
     layers: list
+    settlement: dict | None = None
 
 
 def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Sequence,
                            samples_beta, svm_mean, svm_std, n_classes: int, gamma_s: float,
                            gamma_e, on_rate, image_indices, labels, train_error_pct: float,
                            sweeps: int, chain_seconds: float, wall_seconds: float,
-                           config: dict, layers: list) -> None:
+                           config: dict, layers: list, settlement: dict | None = None) -> None:
     """Write a :class:`SupervisedModel` (keys D1.., samples_D1.., theta1.., n_layers,
     samples_beta, svm_mean, svm_std, n_classes, gamma_s, gamma_e, on_rate, image_indices,
     labels, train_error_pct, sweeps, chain_seconds, wall_seconds, supervised_config,
-    layers); the arrays as given."""
+    layers, settlement); the arrays as given."""
     arrs = {f"D{l + 1}": v for l, v in enumerate(D)}
     arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(samples_D)})
     arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
@@ -365,7 +372,7 @@ def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Seq
         on_rate=on_rate, image_indices=image_indices, labels=labels,
         train_error_pct=np.float64(train_error_pct), sweeps=np.int64(sweeps),
         chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
-        supervised_config=_json(config), layers=_json(layers))
+        supervised_config=_json(config), layers=_json(layers), settlement=_json(settlement))
 
 
 def read_supervised_model(path) -> SupervisedModel:
@@ -380,7 +387,8 @@ def read_supervised_model(path) -> SupervisedModel:
             image_indices=z["image_indices"], labels=z["labels"],
             train_error_pct=float(z["train_error_pct"]), sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("supervised_config"), layers=z.text("layers"))
+            config=z.text("supervised_config"), layers=z.text("layers"),
+            settlement=z.text("settlement") if "settlement" in z else None)
 
 
 # --- the MCEM estimate: results/{ds}/mcem/model.npz, rule mcem_train ----------------------
