@@ -89,8 +89,10 @@ class _Npz:
         except (ValueError, OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
             raise self.fail(f"has an unreadable '{key}' ({exc})") from exc
 
-    def text(self, key: str) -> Any:
-        """A JSON string stored as a 0-d array, decoded."""
+    def text(self, key: str, *absent) -> Any:
+        """A JSON string stored as a 0-d array, decoded (``absent[0]`` if given and no key)."""
+        if absent and key not in self:
+            return absent[0]
         try:
             return json.loads(self[key].item())
         except (ValueError, AttributeError) as exc:
@@ -267,9 +269,7 @@ class RefinedModel(_ModelOutput):
     layers' state frequencies; gamma_s: float (stored float64); gamma_e: (N,) float32;
     on_rate: (K_top,) float32; image_indices: (N,) int64 rows of x_train; sweeps: int;
     chain_seconds, wall_seconds: float; config: the refine config; layers: the layer
-    configs (JSON); settlement: the chains' diagnostics
-    (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`, JSON; None in a file written
-    before it).
+    configs (JSON); settlement: the chains' diagnostics (JSON; None in an older file).
     """
 
     D: list
@@ -295,12 +295,10 @@ def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, g
     arrs = {f"D{l + 1}": d for l, d in enumerate(D)}
     arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
     atomic_io.save_npz(
-        path, **arrs, n_layers=np.int64(len(D)),
-        gamma_s=np.float64(gamma_s), gamma_e=gamma_e, on_rate=on_rate,
-        image_indices=image_indices, sweeps=np.int64(sweeps),
-        chain_seconds=np.float64(chain_seconds),
-        wall_seconds=np.float64(wall_seconds), refine_config=_json(config), layers=_json(layers),
-        settlement=_json(settlement))
+        path, **arrs, n_layers=np.int64(len(D)), gamma_s=np.float64(gamma_s), gamma_e=gamma_e,
+        on_rate=on_rate, image_indices=image_indices, sweeps=np.int64(sweeps),
+        chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
+        refine_config=_json(config), layers=_json(layers), settlement=_json(settlement))
 
 
 def read_refined_model(path) -> RefinedModel:
@@ -312,8 +310,7 @@ def read_refined_model(path) -> RefinedModel:
             gamma_s=float(z["gamma_s"]), gamma_e=z["gamma_e"], on_rate=z["on_rate"],
             image_indices=z["image_indices"], sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("refine_config"), layers=z.text("layers"),
-            settlement=z.text("settlement") if "settlement" in z else None)
+            config=z.text("refine_config"), layers=z.text("layers"), settlement=z.text("settlement", None))
 
 
 # --- the supervised model: results/{ds}/supervised/model.npz, rule supervised -------------
@@ -328,8 +325,7 @@ class SupervisedModel(_ModelOutput):
     samples_beta: (S, n_cls, F+1) the kept models' SVM weights; svm_mean, svm_std: (F,)
     the features' standardisation; n_classes: int; gamma_s: float; gamma_e: (N,);
     on_rate: (K_top,); image_indices: (N,) int64; labels: (N,) int64;
-    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers (JSON);
-    settlement: as :class:`RefinedModel`'s.
+    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers, settlement (JSON).
     """
 
     D: list
@@ -387,8 +383,7 @@ def read_supervised_model(path) -> SupervisedModel:
             image_indices=z["image_indices"], labels=z["labels"],
             train_error_pct=float(z["train_error_pct"]), sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("supervised_config"), layers=z.text("layers"),
-            settlement=z.text("settlement") if "settlement" in z else None)
+            config=z.text("supervised_config"), layers=z.text("layers"), settlement=z.text("settlement", None))
 
 
 # --- the MCEM estimate: results/{ds}/mcem/model.npz, rule mcem_train ----------------------
