@@ -78,3 +78,13 @@ def test_numpy_rng_is_the_named_stream():
     np.testing.assert_array_equal(a, np.random.default_rng([3, 0xC1FA]).random(4))
     b = random.numpy_rng(None, "topdown_chain_orders", 2).permutation(5)
     np.testing.assert_array_equal(b, np.random.default_rng([0xC4A1, 2]).permutation(5))
+
+
+def test_chain_seed_keeps_chain_0_and_salts_the_others():
+    assert random.chain_seed(1234, "refine_chains", 0) == 1234
+    seeds = [random.chain_seed(1234, "refine_chains", c) for c in range(1, 4)]
+    assert len(set(seeds + [1234])) == 4 and all(0 <= s < 2 ** 31 for s in seeds)
+    assert seeds[0] == int(tf.random.stateless_uniform(
+        (), random.fold(random.salted(1234, "refine_chains"), 1), minval=0, maxval=2 ** 31 - 1,
+        dtype=tf.int64))
+    assert random.chain_seed(1234, "refine_chains", 2) == seeds[1]  # by name and index only

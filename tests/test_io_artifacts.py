@@ -138,6 +138,10 @@ def refine_out():
             "gamma_e": f32(5), "on_rate": f32(3), "sweeps": 3, "seconds": 7.5}
 
 
+#: a chain's diagnostics (dgdm_tf.mcmc.diagnostics.trace_settlement), the files' one new key
+SETTLE = {"settled": False, "drifting": ["log_joint"], "scalars": {"log_joint": {"drift": 3.2}}}
+
+
 def test_refined_model_bytes_and_round_trip(tmp_path):
     out, idx = refine_out(), np.arange(5, dtype=np.int64)
     # workflow/scripts/refine.py, before
@@ -148,11 +152,11 @@ def test_refined_model_bytes_and_round_trip(tmp_path):
         gamma_s=np.float64(out["gamma_s"]), gamma_e=out["gamma_e"], on_rate=out["on_rate"],
         image_indices=idx, sweeps=np.int64(out["sweeps"]), chain_seconds=np.float64(out["seconds"]),
         wall_seconds=np.float64(8.0), refine_config=np.array(json.dumps(CFG)),
-        layers=np.array(json.dumps(LAYERS)))
+        layers=np.array(json.dumps(LAYERS)), settlement=np.array(json.dumps(SETTLE)))
     artifacts.write_refined_model(
         tmp_path / "new.npz", D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
         gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
-        chain_seconds=out["seconds"], wall_seconds=8.0, config=CFG, layers=LAYERS)
+        chain_seconds=out["seconds"], wall_seconds=8.0, config=CFG, layers=LAYERS, settlement=SETTLE)
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
 
     m = artifacts.read_refined_model(tmp_path / "new.npz")
@@ -161,7 +165,10 @@ def test_refined_model_bytes_and_round_trip(tmp_path):
     assert len(m.theta) == 1 and np.array_equal(m.on_rate, out["on_rate"])
     assert (m.gamma_s, m.gamma_e_mean) == (2.0, float(np.mean(out["gamma_e"])))
     assert np.array_equal(m.image_indices, idx) and (m.sweeps, m.seconds) == (3, 8.0)
-    assert (m.config, m.layers) == (CFG, LAYERS)
+    assert (m.config, m.layers, m.settlement) == (CFG, LAYERS, SETTLE)
+    with np.load(tmp_path / "old.npz") as z:  # a file written before the key: no settlement
+        atomic_io.save_npz(tmp_path / "before.npz", **{k: z[k] for k in z.files if k != "settlement"})
+    assert artifacts.read_refined_model(tmp_path / "before.npz").settlement is None
 
 
 def test_supervised_model_bytes_and_round_trip(tmp_path):
@@ -181,13 +188,14 @@ def test_supervised_model_bytes_and_round_trip(tmp_path):
         on_rate=out["on_rate"], image_indices=idx, labels=labels,
         train_error_pct=np.float64(12.5), sweeps=np.int64(out["sweeps"]),
         chain_seconds=np.float64(out["seconds"]), wall_seconds=np.float64(9.0),
-        supervised_config=np.array(json.dumps(CFG)), layers=np.array(json.dumps(LAYERS)))
+        supervised_config=np.array(json.dumps(CFG)), layers=np.array(json.dumps(LAYERS)),
+        settlement=np.array(json.dumps(SETTLE)))
     artifacts.write_supervised_model(
         tmp_path / "new.npz", D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
         samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
         n_classes=3, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
         image_indices=idx, labels=labels, train_error_pct=12.5, sweeps=out["sweeps"],
-        chain_seconds=out["seconds"], wall_seconds=9.0, config=CFG, layers=LAYERS)
+        chain_seconds=out["seconds"], wall_seconds=9.0, config=CFG, layers=LAYERS, settlement=SETTLE)
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
 
     m = artifacts.read_supervised_model(tmp_path / "new.npz")
@@ -197,6 +205,7 @@ def test_supervised_model_bytes_and_round_trip(tmp_path):
     assert np.array_equal(m.svm_mean, out["svm_mean"]) and np.array_equal(m.svm_std, out["svm_std"])
     assert (m.n_classes, m.train_error_pct, m.seconds, m.gamma_s) == (3, 12.5, 9.0, 2.0)
     assert np.array_equal(m.labels, labels) and (m.config, m.layers) == (CFG, LAYERS)
+    assert m.settlement == SETTLE
 
 
 def test_mcem_model_and_samples_bytes_and_round_trip(tmp_path):

@@ -207,3 +207,56 @@ def test_feature_draws_summary_separates_mixed_from_stuck_chains():
     s = feature_draws_summary(stuck)
     assert s["rhat_above_1.1"] == 1.0 and s["rhat_median"] > 1.5 and s["ess_bulk_median"] < 20
     assert feature_draws_summary(np.zeros((2, 8, 3)))["features_moving"] == 0
+
+
+def _default_run_log_joint():
+    """The log joint of the default run's refinement as it reads: -2.15e6 at sweep 1,
+    1.65e6 and 1.74e6 at sweeps 14 and 15, still +9e4 a sweep (a geometric approach,
+    each sweep's gain 0.86 of the next)."""
+    gains = 9e4 * 0.863 ** -np.arange(14)[::-1]
+    return -2.15e6 + np.r_[0.0, np.cumsum(gains)]
+
+
+def test_drift_reads_the_default_runs_log_joint_as_not_settled_and_ar1_as_settled():
+    lj = _default_run_log_joint()
+    assert lj[0] == -2.15e6 and abs(lj[-1] - 1.74e6) < 2e4 and abs(lj[-2] - 1.65e6) < 2e4
+    assert mixing.drift(lj) > 2 * mixing.SETTLE_TOLERANCE  # 3.2
+    x = _ar1(np.random.default_rng(3), 0.5, 1, 3000)[0]
+    assert abs(mixing.drift(x)) < 0.5 * mixing.SETTLE_TOLERANCE
+    # any slope's noise-free line drifts by 2 to 3.5; a shift or scale of the trace changes nothing
+    for n in (3, 5, 15, 1000):
+        assert 2.0 <= mixing.drift(-7.0 * np.arange(n) + 3.0) * -1 <= 3.5
+    assert mixing.drift(5e6 + 1e4 * x) == pytest.approx(mixing.drift(x))
+    assert mixing.drift(np.ones(30)) == 0.0
+    assert np.isnan(mixing.drift([1.0, np.nan, 2.0]))
+    # a fraction sitting at one value but for a late rise: the MAD is 0, the sd scales it
+    step = np.r_[np.zeros(25), 0.0, 0.0, 0.0, 1.0, 1.0]
+    assert mixing.drift(step) > mixing.SETTLE_TOLERANCE
+
+
+def test_trace_settlement_names_the_drifting_scalars_and_computes_split_rhat():
+    rng = np.random.default_rng(4)
+    n, burn = 600, 200
+    collected = np.arange(n) >= burn
+    lj = np.r_[np.linspace(-5, 0, 200), np.zeros(400)] + 0.1 * _ar1(rng, 0.5, 1, n)[0]
+    chains = [{"log_joint": lj, "gamma_e_mean": _ar1(rng, 0.5, 1, n)[0]},
+              {"log_joint": lj[::-1].copy(), "gamma_e_mean": _ar1(rng, 0.5, 1, n)[0]}]
+    one = mixing.trace_settlement(chains[:1], collected=collected)
+    assert one["settled"] and one["drifting"] == [] and one["n_chains"] == 1
+    assert "one chain's two halves" in one["rhat"]
+    assert one["scalars"]["gamma_e_mean"]["rhat"] < 1.05
+    assert one["scalars"]["gamma_e_mean"]["ess_bulk"] > 50
+    two = mixing.trace_settlement(chains, collected=collected)
+    # the reversed chain 1 ends in a fall: not settled, and the chains disagree
+    assert not two["settled"] and two["drifting"] == ["log_joint"]
+    assert two["scalars"]["log_joint"]["drift"] < -mixing.SETTLE_TOLERANCE
+    assert two["scalars"]["log_joint"]["rhat"] > 1.5 and "across the chains" in two["rhat"]
+    json.dumps(two, allow_nan=False)  # JSON-ready
+    short = mixing.trace_settlement([{"log_joint": lj[:6]}], collected=[False] * 3 + [True] * 3)
+    assert "rhat" not in short["scalars"]["log_joint"] and "not computed" in short["rhat"]
+    loose = mixing.trace_settlement(chains, collected=collected, tolerance=100.0)
+    assert loose["settled"] and loose["tolerance"] == 100.0
+    with pytest.raises(ValueError, match="same scalars"):
+        mixing.trace_settlement([{"a": lj}, {"b": lj}], collected=collected)
+    with pytest.raises(ValueError, match="sweeps traced"):
+        mixing.trace_settlement([{"a": lj}], collected=collected[:10])

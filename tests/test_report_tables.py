@@ -382,3 +382,18 @@ def test_reference_row_only_where_pretrained_svm_runs():
     assert lines[i + 1].startswith("| Reference:")
     assert "| CNN, same images: test accuracy (%) |" in md
     assert _cells(md, "| Our pretrained model")[-1] == "69.00"
+
+
+@pytest.mark.parametrize("method", ["unsupervised_svm", "supervised"])
+def test_a_row_whose_chain_still_drifts_says_not_settled(method):
+    """The label of a row whose training chain still drifts (metrics.json's chain,
+    dgdm_tf.mcmc.diagnostics.trace_settlement) says so; a settled one, or one without a
+    record, does not."""
+    scalars = {k: {"drift": 0.1} for k in ("log_joint", "gamma_e_mean", "active_top", "dnorm_layer1")}
+    drifting = {"settled": False, "drifting": ["log_joint", "gamma_e_mean", "dnorm_layer1"],
+                "scalars": scalars}
+    m = {"config": {}, "hyper": {}, "n_models_averaged": 2, "chain": drifting}
+    recipe = run_notes.row_recipe(method, m)
+    assert recipe.endswith("not settled: 3 of 4 traced scalars still drift (log_joint, gamma_e_mean, ...)"), recipe
+    for chain in ({"settled": True, "drifting": [], "scalars": scalars}, None):
+        assert "settled" not in run_notes.row_recipe(method, {**m, "chain": chain})

@@ -247,3 +247,36 @@ def test_chain_states_are_one_chain_kept_at_the_sweeps_asked():
     assert not np.array_equal(np.asarray(other[3].s_top), np.asarray(late[3].s_top))
     from dgdm_tf.topdown.state import residual
     np.testing.assert_allclose(np.asarray(some[3].resid), np.asarray(residual(some[3], x, m)), atol=1e-4)
+
+
+def test_refinement_chains_and_their_settlement(tmp_path):
+    """Chain 0 of two is the one chain bit for bit (the result is chain 0's), chain 1
+    draws another chain; both trace ||D[l]|| and its move from the start; a 3-sweep chain
+    from a perturbed start reads "not settled", its R-hat not computed (3 draws)."""
+    model, d_true, x = _draw(6, seed=5)
+    rng = np.random.default_rng(2)
+    d_start = [(d + 0.6 * rng.normal(size=d.shape) * np.linalg.norm(d) / np.sqrt(d.size)).astype(np.float32)
+               for d in d_true]
+    said = []
+    kw = dict(seed=1, burn_in=1, collect=2, gamma_e_init=50.0, gamma_s_init=0.25)
+    one = refine.run_refine(x, d_start, LAYERS, progress=None, **kw)
+    two = refine.run_refine(x, d_start, LAYERS, chains=2, progress=said.append,
+                            checkpoint_dir=tmp_path / "ck", trace_path=tmp_path / "trace.csv", **kw)
+    for a, b in zip(one["D"], two["D"]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one["features"], two["features"])
+    assert [r["log_joint"] for r in one["trace"]] == [r["log_joint"] for r in two["chain_traces"][0]]
+    assert [r["log_joint"] for r in two["chain_traces"][1]] != [r["log_joint"] for r in one["trace"]]
+    assert (tmp_path / "trace_chain1.csv").exists() and (tmp_path / "ck" / "chain1").is_dir()
+    first = one["trace"][0]
+    assert first["dnorm_layer1"] > 0 and 0 < first["dmove_layer1"] < 1 and "dmove_layer2" in first
+    for out in (one, two):
+        st = out["settlement"]
+        assert not st["settled"] and st["drifting"] and "not computed" in st["rhat"]
+        assert set(st["scalars"]) == set(refine.settle_columns(model))
+    assert one["settlement"]["n_chains"] == 1 and two["settlement"]["n_chains"] == 2
+    verdict = [m for m in said if "settled" in m]
+    assert len(verdict) == 1 and verdict[0].startswith("refinement not settled: ")
+    assert any(m.startswith("chain 2/2: refine sweep 3/3") for m in said)
+    with pytest.raises(ValueError, match="chains must be at least 1"):
+        refine.run_refine(x, d_start, LAYERS, chains=0, progress=None, **kw)

@@ -67,7 +67,8 @@ out = refine.run_refine(
     gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
     power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
-    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"], distribute=n_workers > 1)
+    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"], chains=int(cfg["chains"]),
+    settle_tolerance=float(cfg["settle_tolerance"]), distribute=n_workers > 1)
 if not team.chief:  # the chief writes the outputs
     raise SystemExit(0)
 
@@ -77,7 +78,8 @@ refine.write_trace_csv(snakemake.output.trace, out["trace"], cols)
 artifacts.write_refined_model(
     snakemake.output.model, D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
     gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
-    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers)
+    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
+    settlement=out["settlement"])
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: joint refinement of the {len(layers)}-layer model")
 # Fig. 2: top-layer elements in the data plane, most used first

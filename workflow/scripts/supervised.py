@@ -66,7 +66,8 @@ out = refine.run_refine(
     checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
     progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
     keep_models=int(cfg["predict"]["models"]), svm_warmup=int(cfg["svm_warmup"]),
-    svm_average=int(cfg["svm_average"]), chunk=cfg["chunk"], scan=cfg["scan"])
+    svm_average=int(cfg["svm_average"]), chunk=cfg["chunk"], scan=cfg["scan"],
+    chains=int(cfg["chains"]), settle_tolerance=float(cfg["settle_tolerance"]))
 
 model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])
 top_shape = (model.top.hs, model.top.ws, model.top.k)
@@ -81,7 +82,8 @@ artifacts.write_supervised_model(
     samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
     n_classes=n_classes, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
     image_indices=idx, labels=labels, train_error_pct=train_err, sweeps=out["sweeps"],
-    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers)
+    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
+    settlement=out["settlement"])
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: supervised model (top-down model + Bayesian SVM)")
 # Fig. 2: top-layer elements in the data plane, most used first

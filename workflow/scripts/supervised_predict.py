@@ -144,6 +144,7 @@ metrics = {
     "n_models_averaged": n_models,
     "test_features": kind,
     "train_test_mismatch": mismatch,
+    "chain": sup.settlement,  # has the training chain settled (the row's label says when not)
     "mcem_q_trace": q_traces,
     "activity_ink_layer1": None if mixing_diag is None else mixing_diag["activity_ink_layer1"],
     "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass

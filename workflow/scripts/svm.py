@@ -96,6 +96,8 @@ metrics = {
     "svm_cg_iterations": model.cg_iterations(),
     "pretrain_n_images": n_pre,
     "refine_n_images": refine_n_images,
+    # has the refinement settled (rule refine; the row's label says when not)
+    "chain": None if refine is None else refine.settlement,
     "pretrained_same_subset_test_error_pct": same_subset,
     "same_images_as": method.split("/", 1)[1] if method.startswith("encoder_at/") else None,
     "dict_sizes": dict_sizes,

@@ -65,6 +65,7 @@ for split in ("train", "test"):
         diag["convergence"] = res.get("convergence")  # R-hat and ESS across the chains
         diag["posterior_check"] = res.get("posterior_check")  # are the features a transient
         diag["route"], diag["alg2"] = cfg["route"], res.get("alg2")  # Algorithm 2's iterations
+        diag["refine_chain"] = refined.settlement  # has the refinement settled (rule refine)
     out[split] = artifacts.FeatureSplit(res["features"].astype(np.float32), y, idx)
 n_classes = data.class_count(d)
 artifacts.write_features(snakemake.output.features, out["train"], out["test"], n_classes=n_classes,

@@ -7,7 +7,8 @@
   prefix-stable, so a name appended at the end leaves the seeds of the others as they
   were (``tests/test_core_random.py``).
 * :data:`SALTS` / :func:`salted` / :func:`fold`: the salts that keep one stream apart
-  from another, each named once here.
+  from another, each named once here; :func:`chain_seed`: the seed of a rule's further
+  chains.
 
 All of it is stateless (``tf.random.experimental.stateless_*``, NumPy's
 ``SeedSequence``): the same config seed and names give the same draws.
@@ -47,6 +48,7 @@ SALTS = {
     "svm": 0x5F3,  # the Bayesian SVM's stream from an integer seed
     "feature_chains": 0x5EED,  # layer-wise feature chains after the first (plus the chain's index)
     "posterior_check": 0xC4EC,  # the top-down features' posterior check (topdown.evidence)
+    "refine_chains": 0xC4A2,  # the refinement / supervised chains after the first
 }
 
 
@@ -79,6 +81,16 @@ def fold(seed, *salts):
     for s in salts:
         seed = tf.random.experimental.stateless_fold_in(seed, SALTS[s] if isinstance(s, str) else s)
     return seed
+
+
+def chain_seed(seed: int, name: str, chain: int) -> int:
+    """The integer seed of chain ``chain`` of a rule whose seed is ``seed``: chain 0 keeps
+    ``seed`` (one chain draws what it drew alone); chain c > 0 takes a uniform int in
+    [0, 2^31 - 1) drawn from ``fold(salted(seed, name), c)``."""
+    if chain == 0:
+        return int(seed)
+    return int(tf.random.stateless_uniform((), fold(salted(seed, name), int(chain)), minval=0,
+                                           maxval=2 ** 31 - 1, dtype=tf.int64))
 
 
 def numpy_rng(seed, name: str, *more: int) -> np.random.Generator:

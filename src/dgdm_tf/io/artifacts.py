@@ -90,8 +90,10 @@ class _Npz:
         except (ValueError, OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
             raise self.fail(f"has an unreadable '{key}' ({exc})") from exc
 
-    def text(self, key: str) -> Any:
-        """A JSON string stored as a 0-d array, decoded."""
+    def text(self, key: str, *absent) -> Any:
+        """A JSON string stored as a 0-d array, decoded (``absent[0]`` if given and no key)."""
+        if absent and key not in self:
+            return absent[0]
         try:
             return json.loads(self[key].item())
         except (ValueError, AttributeError) as exc:
@@ -268,7 +270,7 @@ class RefinedModel(_ModelOutput):
     layers' state frequencies; gamma_s: float (stored float64); gamma_e: (N,) float32;
     on_rate: (K_top,) float32; image_indices: (N,) int64 rows of x_train; sweeps: int;
     chain_seconds, wall_seconds: float; config: the refine config; layers: the layer
-    configs (JSON).
+    configs (JSON); settlement: the chains' diagnostics (JSON; None in an older file).
     """
 
     D: list
@@ -282,22 +284,22 @@ class RefinedModel(_ModelOutput):
     wall_seconds: float
     config: dict
     layers: list
+    settlement: dict | None = None
 
 
 def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, gamma_e, on_rate,
                         image_indices, sweeps: int, chain_seconds: float, wall_seconds: float,
-                        config: dict, layers: list) -> None:
+                        config: dict, layers: list, settlement: dict | None = None) -> None:
     """Write a :class:`RefinedModel` (keys D1.., theta1.., n_layers, gamma_s, gamma_e,
-    on_rate, image_indices, sweeps, chain_seconds, wall_seconds, refine_config, layers);
-    D, theta, gamma_e, on_rate, image_indices as given."""
+    on_rate, image_indices, sweeps, chain_seconds, wall_seconds, refine_config, layers,
+    settlement); D, theta, gamma_e, on_rate, image_indices as given."""
     arrs = {f"D{l + 1}": d for l, d in enumerate(D)}
     arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
     atomic_io.save_npz(
-        path, **arrs, n_layers=np.int64(len(D)),
-        gamma_s=np.float64(gamma_s), gamma_e=gamma_e, on_rate=on_rate,
-        image_indices=image_indices, sweeps=np.int64(sweeps),
-        chain_seconds=np.float64(chain_seconds),
-        wall_seconds=np.float64(wall_seconds), refine_config=_json(config), layers=_json(layers))
+        path, **arrs, n_layers=np.int64(len(D)), gamma_s=np.float64(gamma_s), gamma_e=gamma_e,
+        on_rate=on_rate, image_indices=image_indices, sweeps=np.int64(sweeps),
+        chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
+        refine_config=_json(config), layers=_json(layers), settlement=_json(settlement))
 
 
 def read_refined_model(path) -> RefinedModel:
@@ -309,7 +311,7 @@ def read_refined_model(path) -> RefinedModel:
             gamma_s=float(z["gamma_s"]), gamma_e=z["gamma_e"], on_rate=z["on_rate"],
             image_indices=z["image_indices"], sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("refine_config"), layers=z.text("layers"))
+            config=z.text("refine_config"), layers=z.text("layers"), settlement=z.text("settlement", None))
 
 
 # --- the supervised model: results/{ds}/supervised/model.npz, rule supervised -------------
@@ -324,7 +326,7 @@ class SupervisedModel(_ModelOutput):
     samples_beta: (S, n_cls, F+1) the kept models' SVM weights; svm_mean, svm_std: (F,)
     the features' standardisation; n_classes: int; gamma_s: float; gamma_e: (N,);
     on_rate: (K_top,); image_indices: (N,) int64; labels: (N,) int64;
-    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers (JSON).
+    train_error_pct, chain_seconds, wall_seconds: float; sweeps: int; config, layers, settlement (JSON).
     """
 
     D: list
@@ -345,17 +347,18 @@ class SupervisedModel(_ModelOutput):
     wall_seconds: float
     config: dict
     layers: list
+    settlement: dict | None = None
 
 
 def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Sequence,
                            samples_beta, svm_mean, svm_std, n_classes: int, gamma_s: float,
                            gamma_e, on_rate, image_indices, labels, train_error_pct: float,
                            sweeps: int, chain_seconds: float, wall_seconds: float,
-                           config: dict, layers: list) -> None:
+                           config: dict, layers: list, settlement: dict | None = None) -> None:
     """Write a :class:`SupervisedModel` (keys D1.., samples_D1.., theta1.., n_layers,
     samples_beta, svm_mean, svm_std, n_classes, gamma_s, gamma_e, on_rate, image_indices,
     labels, train_error_pct, sweeps, chain_seconds, wall_seconds, supervised_config,
-    layers); the arrays as given."""
+    layers, settlement); the arrays as given."""
     arrs = {f"D{l + 1}": v for l, v in enumerate(D)}
     arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(samples_D)})
     arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
@@ -366,7 +369,7 @@ def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Seq
         on_rate=on_rate, image_indices=image_indices, labels=labels,
         train_error_pct=np.float64(train_error_pct), sweeps=np.int64(sweeps),
         chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
-        supervised_config=_json(config), layers=_json(layers))
+        supervised_config=_json(config), layers=_json(layers), settlement=_json(settlement))
 
 
 def read_supervised_model(path) -> SupervisedModel:
@@ -381,7 +384,7 @@ def read_supervised_model(path) -> SupervisedModel:
             image_indices=z["image_indices"], labels=z["labels"],
             train_error_pct=float(z["train_error_pct"]), sweeps=int(z["sweeps"]),
             chain_seconds=float(z["chain_seconds"]), wall_seconds=float(z["wall_seconds"]),
-            config=z.text("supervised_config"), layers=z.text("layers"))
+            config=z.text("supervised_config"), layers=z.text("layers"), settlement=z.text("settlement", None))
 
 
 # --- the MCEM estimate: results/{ds}/mcem/model.npz, rule mcem_train ----------------------

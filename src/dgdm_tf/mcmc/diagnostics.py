@@ -286,3 +286,82 @@ def feature_draws_summary(draws) -> dict:
     return {"rhat_median": float(np.nanmedian(rh)), "rhat_above_1.1": float(np.nanmean(rh > 1.1)),
             "ess_bulk_median": float(np.nanmedian(es)), "features_moving": int(moving.sum()),
             "n_chains": int(a.shape[0]), "n_draws": int(a.shape[1])}
+
+
+# Has a chain settled? The traced scalars of every chain (log joint, gamma_e, the active
+# fractions, the dictionaries' norms and moves, ...): R-hat and ESS over the collected
+# draws, and the drift of each trace over the last third of all its sweeps.
+
+#: the default of ``settle_tolerance``: a noise-free linear trend drifts by 2.7 to 3.5
+SETTLE_TOLERANCE = 1.0
+
+
+def drift(trace) -> float:
+    """How far a trace still moves: over the last third of its sweeps (burn-in included,
+    non-finite values left out), the least-squares slope times the window's length,
+    divided by the window's robust scale (1.4826 x its median absolute deviation; its
+    standard deviation where that is 0, as for a fraction that mostly sits at one value).
+    A noise-free linear trend gives 2.7 to 3.5 whatever its slope; a stationary trace
+    gives about N(0, 12 / n_eff) for n_eff effective draws in the window. 0 for a
+    constant window; NaN for fewer than 3 finite values."""
+    t = np.asarray(trace, np.float64).ravel()
+    idx = np.arange(len(t))
+    keep = idx >= len(t) - max(len(t) // 3, 3)
+    keep &= np.isfinite(t)
+    w, i = t[keep], idx[keep].astype(np.float64)
+    if len(w) < 3:
+        return float("nan")
+    scale = 1.4826 * np.median(np.abs(w - np.median(w)))
+    if scale == 0:
+        scale = w.std()
+    if scale == 0:
+        return 0.0
+    slope = np.polyfit(i, w, 1)[0]
+    return float(slope * (i[-1] - i[0] + 1) / scale)
+
+
+def _json_float(v) -> float | None:
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def trace_settlement(chains, *, collected, tolerance: float = SETTLE_TOLERANCE) -> dict:
+    """Has a chain settled, and how well are its collected draws mixed? ``chains``: one
+    mapping per chain of traced scalar name -> its values over every sweep (each chain
+    the same sweeps); ``collected``: a boolean per sweep, the collected draws.
+
+    Per scalar: :func:`drift` of each chain (the largest |drift| kept) and, with 4 or
+    more collected draws, the rank-normalised split-R-hat (:func:`rhat`: across the
+    chains, each split in halves; with one chain, its two halves) and bulk ESS
+    (:func:`ess`) of the collected draws. ``settled`` is False while any scalar's
+    |drift| exceeds ``tolerance`` in any chain ('drifting' names them). JSON-ready
+    (NaN as None)."""
+    chains = [dict(c) for c in chains]
+    names = list(chains[0])
+    if any(list(c) != names for c in chains):
+        raise ValueError("every chain must trace the same scalars, in the same order")
+    collected = np.asarray(collected, bool)
+    per, drifting = {}, []
+    for name in names:
+        vals = np.asarray([c[name] for c in chains], np.float64)  # chains, sweeps
+        if vals.shape[1] != len(collected):
+            raise ValueError(f"{name}: {vals.shape[1]} sweeps traced, {len(collected)} flagged")
+        d = [drift(v) for v in vals]
+        worst = max(d, key=lambda v: -1.0 if np.isnan(v) else abs(v))
+        entry = {"drift": _json_float(worst)}
+        draws = vals[:, collected]
+        if draws.shape[1] >= 4:
+            entry["rhat"] = _json_float(rhat(draws))
+            entry["ess_bulk"] = _json_float(ess(draws, "bulk"))
+        per[name] = entry
+        if np.isfinite(worst) and abs(worst) > tolerance:
+            drifting.append(name)
+    n_draws = int(collected.sum())
+    how = ("across the chains, each split in halves" if len(chains) > 1
+           else "of the one chain's two halves")
+    return {"settled": not drifting, "drifting": drifting, "tolerance": float(tolerance),
+            "n_chains": len(chains), "n_sweeps": int(len(collected)), "n_draws": n_draws,
+            "rhat": (f"rank-normalised split-R-hat {how}" if n_draws >= 4 else
+                     f"not computed: {n_draws} collected draws, split-R-hat needs 4"),
+            "drift": "slope x length / robust scale over the last third of all sweeps",
+            "scalars": per}

@@ -87,7 +87,9 @@ PAPER_ROWS = ("pretrained_svm", "unsupervised_svm", "supervised")
 
 def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     """What a paper row ran, for its label in the table: the model's gamma_s, the test
-    features' route and (supervised) the models averaged, from its metrics.json ("" for
+    features' route, (supervised) the models averaged and "not settled" while the chain
+    that trained its model still drifts (metrics.json's ``chain``,
+    :func:`dgdm_tf.mcmc.diagnostics.trace_settlement`), from its metrics.json ("" for
     other rows)."""
     if method not in PAPER_ROWS:
         return ""
@@ -116,6 +118,11 @@ def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     if method == "supervised":  # the one row that averages models' decision values
         n_models = int(m.get("n_models_averaged") or 1)
         bits.append(f"{n_models} model{'s' if n_models > 1 else ''} averaged")
+    chain = m.get("chain") or {}
+    if chain.get("settled") is False:  # its model is a draw of the chain's transient
+        drifting = chain.get("drifting") or []
+        bits.append(f"not settled: {len(drifting)} of {len(chain.get('scalars') or {})} traced "
+                    f"scalars still drift ({', '.join(drifting[:2])}{', ...' if len(drifting) > 2 else ''})")
     return "; ".join(bits)
 
 

@@ -22,6 +22,7 @@ from dgdm_tf.core import cluster, random
 from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE, trace_settlement
 from dgdm_tf.mcmc.driver import Checkpoint, CheckpointMismatch, Kernel, fit, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
@@ -37,13 +38,25 @@ def trace_columns(model: DeepModel) -> list[str]:
             "active_top"]
     cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
     cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
+    cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(model.n_layers)]
     if model.supervised:
-        cols += ["svm_train_error", "svm_hinge", "svm_kappa"]
+        cols += ["svm_train_error", "svm_hinge", "svm_kappa", "beta_norm"]
     return cols + ["seconds"]
 
 
+def settle_columns(model: DeepModel) -> list[str]:
+    """The traced scalars of the global state whose drift says whether a chain has
+    settled (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`)."""
+    cols = ["log_joint", "gamma_e_mean", "active_top"]
+    cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
+    cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(model.n_layers)]
+    return cols + (["svm_hinge", "beta_norm"] if model.supervised else [])
+
+
 def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, seconds,
-               mask=None, svm=None, y=None, svm_hyper=None):
+               mask=None, svm=None, y=None, svm_hyper=None, d_start=()):
+    """One sweep's trace. ``d_start``: the chain's starting D[l] (float64), for
+    dnorm_layer<l> = ||D[l]||_F and dmove_layer<l> = ||D[l] - D[l]_start|| / ||D[l]_start||."""
     row = {"sweep": sweep, "phase": phase,
            "log_joint": float(log_joint(st, x, model, mask, svm, y, svm_hyper)),
            "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
@@ -54,15 +67,21 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
     acc = np.asarray(stats["accept"])
     for l in range(1, model.n_layers):
         row[f"accept_d{l + 1}"] = float(acc[l])
+    for l, d0 in enumerate(d_start):
+        d = np.asarray(st.d[l], np.float64)
+        row[f"dnorm_layer{l + 1}"] = float(np.linalg.norm(d))
+        row[f"dmove_layer{l + 1}"] = float(np.linalg.norm(d - d0) / max(np.linalg.norm(d0), 1e-30))
     if model.supervised:
         if svm is None:  # the first sweep runs before the SVM exists
-            row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"))
+            row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"),
+                       beta_norm=float("nan"))
         else:
             m = np.asarray(deep_svm.margins(svm, st.s_top))  # N, C
             yy = np.asarray(y).T
             row["svm_train_error"] = float(np.mean(np.argmax(m, 1) != np.argmax(yy, 1)))
             row["svm_hinge"] = float(np.mean(np.maximum(1.0 - yy * m, 0.0)))
             row["svm_kappa"] = float(np.mean(np.asarray(svm.kappa)))
+            row["beta_norm"] = float(np.linalg.norm(np.asarray(svm.beta, np.float64)))
     row["seconds"] = seconds
     return row
 
@@ -140,6 +159,7 @@ class _RefineKernel(Kernel):
         self.supervised = y is not None
         self.svm_warmup, self.svm_average, self.keep = svm_warmup, svm_average, keep
         self.say, self.trace_path, self.cols = say, trace_path, trace_columns(model)
+        self.d_start = [np.asarray(d, np.float64) for d in dictionaries]
 
     def start(self):
         state = init_state(self.x, self.model, self.dictionaries,
@@ -203,7 +223,7 @@ class _RefineKernel(Kernel):
             check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
         check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
         row = _trace_row(t + 1, phase, state, xt, self.model, self.x_norm, stats, sec,
-                         svm=svm, y=y, svm_hyper=shyper)
+                         svm=svm, y=y, svm_hyper=shyper, d_start=self.d_start)
         sample = None
         if t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0:
             sample = _averages(state, self.model)
@@ -246,7 +266,8 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                stop_after: int | None = None, labels=None, n_classes: int | None = None,
                svm_hyper: dict | None = None, keep_models: int | None = None,
                svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
-               scan: str = "random", distribute: bool = False,
+               scan: str = "random", distribute: bool = False, chains: int = 1,
+               settle_tolerance: float = SETTLE_TOLERANCE,
                on_step: Callable[[int, tuple], None] | None = None) -> dict | None:
     """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
 
@@ -291,7 +312,20 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     ``on_step(t, (state, svm, kept))``: called after sweep ``t`` (0-based) with the
     chain's :class:`DeepState`, the SVM's state (None before it starts) and the kept
     models (:func:`dgdm_tf.mcmc.driver.run_chain`'s ``on_step``: a reader, the draws are
-    unchanged).
+    unchanged); chain 0's sweeps only.
+
+    ``chains``: how many chains run, one after the other. Chain 0 is the chain of
+    ``seed`` (with ``chains=1`` everything is what it was), chain c > 0 that of
+    :func:`dgdm_tf.core.random.chain_seed` (salt "refine_chains"), its checkpoint in
+    ``checkpoint_dir/chain<c>/`` and its trace beside ``trace_path`` (``<stem>_chain<c>``).
+    The result (dictionaries, features, kept models) is chain 0's: averaging
+    dictionaries over chains is not valid (each chain settles in its own mode, its
+    elements in their own order and sign), and pooling the supervised chains' kept
+    models would need each chain's own standardisation; the other chains serve the
+    diagnostics. 'settlement' holds :func:`dgdm_tf.mcmc.diagnostics.trace_settlement`
+    of every chain's :func:`settle_columns` (drift over the last third of all sweeps
+    against ``settle_tolerance``; R-hat and bulk ESS of the collected draws), and
+    'chain_traces' every chain's trace (chain 0's is 'trace').
     """
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
@@ -299,6 +333,8 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     check_finite("refinement input x", x)
     if burn_in < 0 or collect < 1 or thin < 1:
         raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
+    if int(chains) < 1:
+        raise ValueError(f"chains must be at least 1, got {chains}")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     supervised = labels is not None
@@ -332,20 +368,37 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
                       collect=collect, thin=thin, hyper=model.hyper.__dict__,
                       gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
                       power_iterations=power_iterations, **extra)
-    kernel = _RefineKernel(x, dictionaries, model, seed=seed, burn_in=burn_in, thin=thin,
-                           gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
-                           n_leapfrog=n_leapfrog, power_iterations=power_iterations,
-                           chunk=chunk, y=y if supervised else None,
-                           n_classes=n_classes, shyper=shyper if supervised else None,
-                           svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
-                           say=say, trace_path=trace_path, team=team)
-    ck = Checkpoint(Path(checkpoint_dir) / "checkpoint.npz" if checkpoint_dir else None, fp,
-                    every=checkpoint_every, write=team.chief,
-                    resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
-    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after, on_step=on_step)
-    if run is None:
-        return None
-    acc, rows, (_, svm, samples) = run.sums, run.rows, run.state
+    runs = []
+    for c in range(int(chains)):
+        tag = "" if chains == 1 else f"chain {c + 1}/{chains}: "
+        say_c = (lambda m, tag=tag: say(tag + m)) if tag else say
+        trace_c = trace_path if c == 0 or trace_path is None else \
+            Path(trace_path).with_name(f"{Path(trace_path).stem}_chain{c}{Path(trace_path).suffix}")
+        ck_dir = None if not checkpoint_dir else Path(checkpoint_dir) / (f"chain{c}" if c else "")
+        seed_c = random.chain_seed(seed, "refine_chains", c)
+        kernel = _RefineKernel(x, dictionaries, model, seed=seed_c, burn_in=burn_in, thin=thin,
+                               gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
+                               n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                               chunk=chunk, y=y if supervised else None,
+                               n_classes=n_classes, shyper=shyper if supervised else None,
+                               svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
+                               say=say_c, trace_path=trace_c, team=team)
+        ck = Checkpoint(ck_dir / "checkpoint.npz" if ck_dir else None,
+                        fp if c == 0 else fingerprint(parent=fp, chain=c),
+                        every=checkpoint_every, write=team.chief,
+                        resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
+        run = run_chain(kernel, total, ck, say=say_c, stop_after=stop_after,
+                        on_step=on_step if c == 0 else None)
+        if run is None:
+            return None
+        runs.append(run)
+    traces = [r.rows for r in runs]
+    settle = trace_settlement([{k: [row[k] for row in rows] for k in settle_columns(model)}
+                               for rows in traces],
+                              collected=[row["phase"] == "collect" for row in traces[0]],
+                              tolerance=settle_tolerance)
+    say(settlement_message("supervised chain" if supervised else "refinement", settle))
+    acc, rows, (_, svm, samples) = runs[0].sums, runs[0].rows, runs[0].state
     cnt = float(acc["count"])
     out_sup = {}
     if supervised:
@@ -358,6 +411,19 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
             "on_rate": (acc["on_rate"] / cnt).astype(np.float32),
             "theta": [(acc[f"theta{l}"] / cnt).astype(np.float32) for l in range(model.n_layers - 1)],
             "features": (acc["features"] / cnt).astype(np.float32), "sweeps": total,
-            "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
+            "seconds": float(sum(r["seconds"] for rows_c in traces for r in rows_c)), "trace": rows,
+            "chain_traces": traces, "settlement": settle}
 
 
+def settlement_message(what: str, settle: dict) -> str:
+    """The log line of :func:`dgdm_tf.mcmc.diagnostics.trace_settlement`'s verdict."""
+    sc = settle["scalars"]
+    rh = [v["rhat"] for v in sc.values() if v.get("rhat") is not None]
+    mix = (f"; worst R-hat {max(rh):.3f} ({settle['rhat']})" if rh else f"; R-hat {settle['rhat']}")
+    if settle["settled"]:
+        return (f"{what} settled: every traced scalar drifts within {settle['tolerance']:g} over "
+                f"the last third of its {settle['n_sweeps']} sweeps{mix}")
+    worst = ", ".join(f"{k} {sc[k]['drift']:+.2f}" for k in settle["drifting"])
+    return (f"{what} not settled: over the last third of its {settle['n_sweeps']} sweeps {worst} "
+            f"(drift, tolerance {settle['tolerance']:g}): the chain is still in its transient, "
+            f"its model an early draw; more burn-in sweeps let it settle{mix}")
