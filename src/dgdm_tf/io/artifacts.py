@@ -12,9 +12,8 @@ A reader of a missing or malformed file raises :class:`ArtifactError` naming the
 and the rule that writes it. The prepared data set (``results/{ds}/data/prepared.npz``)
 is :func:`dgdm_tf.data.load_prepared`'s, not this module's.
 
-Shapes: ``p`` a layer's dictionary size, ``C`` its input channels, ``K`` its number of
-dictionary elements, ``N`` images, ``F`` top-layer features, ``L`` layers, ``S`` kept
-samples, ``n_cls`` classes.
+Shapes: ``p`` a layer's dictionary size, ``C`` its input channels, ``K`` its elements,
+``N`` images, ``F`` top-layer features, ``L`` layers, ``S`` kept samples, ``n_cls`` classes.
 """
 
 from __future__ import annotations
