@@ -2,11 +2,11 @@
 two tiers, each file's tests on one worker, the heaviest files first, and the default
 tier's one end-to-end workflow run.
 
-Two tiers (README, "Tests"): ``python -m pytest`` runs the default tier, every test not
+Two tiers (README, Quickstart): ``python -m pytest`` runs the default tier, every test not
 marked ``slow``; ``python -m pytest --slow`` runs both tiers (``.ci/run`` does). The slow
 tier holds the smoke config end to end, the mock datasets, the multi-process chains, the
-full-size Geweke tests and the recoveries; every check of the default tier is its own,
-not a smaller copy of a slow one."""
+full-size Geweke tests and the recoveries; the default tier keeps each conditional's
+Geweke test at a reduced size whose power is stated (docs/findings/geweke_power.md)."""
 
 import os
 import sys
