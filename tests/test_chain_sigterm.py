@@ -18,15 +18,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dgdm_tf.mcmc.driver import EXIT_TERMINATED
+from dgdm_tf.mcmc.driver import EXIT_TERMINATED, CheckpointDir
 from dgdm_tf.topdown import refine
 from _topdown_model import LAYERS, draw as _draw
 
 REPO = Path(__file__).resolve().parents[1]
 #: 7 images in chunks of 3 (two workers: one chunk each at least); 20 sweeps, so the
 #: signal at sweep 2 lands mid-run
-KW = dict(seed=1, burn_in=10, collect=10, gamma_e_init=50.0, gamma_s_init=0.25, n_leapfrog=3,
-          chunk=3, checkpoint_every=5)
+KW = dict(burn_in=10, collect=10, n_leapfrog=3, chunk=3, checkpoint_every=5)
+
+
+def _refine(x, d_true, ck, *, workers=1, progress=None):
+    """The chain of options ``KW`` on ``workers``, checkpointing into ``ck``."""
+    return refine.run_refine(x, refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25),
+                             refine.RefineOptions(**KW, workers=workers), seed=1,
+                             checkpoint=CheckpointDir(ck), progress=progress)
 
 CHAIN = textwrap.dedent("""
     import json, sys
@@ -34,11 +40,11 @@ CHAIN = textwrap.dedent("""
     from dgdm_tf.core import cluster
     if {distribute!r}:
         cluster.workers()  # before TensorFlow runs anything
-    from _topdown_model import LAYERS, draw as _draw
-    from dgdm_tf.topdown import refine
+    from _topdown_model import draw as _draw
+    from test_chain_sigterm import _refine
     _, d_true, x = _draw(7, seed=5)
-    refine.run_refine(x, d_true, LAYERS, checkpoint_dir={ck!r}, distribute={distribute!r},
-                      progress=lambda m: print(m, flush=True), **json.loads({kw!r}))
+    _refine(x, d_true, {ck!r}, workers=2 if {distribute!r} else 1,
+            progress=lambda m: print(m, flush=True))
 """)
 
 PARENT = textwrap.dedent("""
@@ -79,7 +85,7 @@ def _checkpoint(ck):
 def test_sigterm_leaves_after_the_sweep_with_its_checkpoint_and_status_143(tmp_path, distribute):
     ck = tmp_path / "ck"
     code = CHAIN.format(src=str(REPO / "src"), tests=str(REPO / "tests"), ck=str(ck),
-                        distribute=distribute, kw=json.dumps(KW))
+                        distribute=distribute)
     argv = [sys.executable, "-c", code]
     if distribute:
         argv = [sys.executable, "-c", PARENT.format(src=str(REPO / "src"), code=code)]
@@ -98,10 +104,9 @@ def test_sigterm_leaves_after_the_sweep_with_its_checkpoint_and_status_143(tmp_p
 
     _, d_true, x = _draw(7, seed=5)
     said = []
-    resumed = refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, progress=said.append, **KW)
+    resumed = _refine(x, d_true, ck, progress=said.append)
     assert f"resuming refinement from checkpoint at sweep {done}/20" in said[0]
-    whole = refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "whole",
-                              progress=None, **KW)
+    whole = _refine(x, d_true, tmp_path / "whole")
     for key in ("D", "theta"):
         for a, b in zip(whole[key], resumed[key]):
             np.testing.assert_array_equal(a, b, err_msg=key)

@@ -14,6 +14,7 @@ import pytest
 
 from dgdm_tf.data.minibatches import array_batches
 from dgdm_tf.mcem import averaging as A, stochastic as M
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.pretrain import chain
 from dgdm_tf.topdown import refine
 from _damage import random_bytes, truncate
@@ -44,16 +45,19 @@ def _pretrain(ck, stop_after, progress, **kw):
                                     stop_after=stop_after, progress=progress, **PRETRAIN, **kw)
 
 
-REFINE = dict(seed=1, burn_in=3, collect=3, gamma_e_init=50.0, gamma_s_init=0.25,
-              checkpoint_every=2)
+REFINE = dict(burn_in=3, collect=3, checkpoint_every=2)
 
 
 def _refine(ck, stop_after, progress, supervised=False):
     _, d_true, x = _draw(6, seed=5)
-    sup = dict(labels=np.arange(6) % 3, n_classes=3, svm_hyper={"steps": 2}, keep_models=2,
-               svm_warmup=2, svm_average=2) if supervised else {}
-    return refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=stop_after,
-                             progress=progress, **REFINE, **sup)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25,
+                         n_classes=3 if supervised else None)
+    opts = (refine.SupervisedOptions(**REFINE, scan="random", svm_steps=2, keep_models=2,
+                                     svm_warmup=2, svm_average=2)
+            if supervised else refine.RefineOptions(**REFINE))
+    return refine.run_refine(x, start, opts, seed=1, labels=np.arange(6) % 3 if supervised else None,
+                             checkpoint=None if ck is None else CheckpointDir(ck, stop_after=stop_after),
+                             progress=progress)
 
 
 def _mcem_kw():

@@ -131,11 +131,12 @@ def test_a_second_refinement_makes_no_new_trace():
     from dgdm_tf.topdown import refine, sweep
 
     _, d, x, lab = labelled_data(6, seed=1)
-    kw = dict(burn_in=1, collect=1, labels=lab, n_classes=3, keep_models=1, svm_average=2,
-              chunk=4, n_leapfrog=2, progress=None)
+    start = refine.Start(d, LAYERS, n_classes=3)
+    opts = refine.SupervisedOptions(burn_in=1, collect=1, scan="random", svm_steps=1, keep_models=1,
+                                    svm_warmup=0, svm_average=2, chunk=4, n_leapfrog=2)
     builders = (joint_svm.make_svm_scan, sweep.make_local_steps, sweep.make_global_steps)
-    refine.run_refine(x, d, LAYERS, seed=1, **kw)
+    refine.run_refine(x, start, opts, seed=1, labels=lab, progress=None)
     first = [b.tracing_count() for b in builders]
     assert all(n > 0 for n in first)
-    refine.run_refine(x, d, LAYERS, seed=2, **kw)
+    refine.run_refine(x, start, opts, seed=2, labels=lab, progress=None)
     assert [b.tracing_count() for b in builders] == first

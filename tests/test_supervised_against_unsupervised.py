@@ -23,9 +23,11 @@ def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
     model, d, x, lab = labelled_data(180, seed=1, noise=0.6)
     top = (model.top.hs, model.top.ws, model.top.k)
     xtr, ytr, xte, yte = x[:120], lab[:120], x[120:], lab[120:]
-    sweeps = dict(seed=seed, burn_in=8, collect=4, progress=None)
-    sup = refine.run_refine(xtr, d, LAYERS, labels=ytr, n_classes=3,
-                            svm_hyper={"steps": 5}, svm_warmup=50, keep_models=2, **sweeps)
+    sweeps = dict(burn_in=8, collect=4, chunk=None)
+    sup = refine.run_refine(xtr, refine.Start(d, LAYERS, n_classes=3),
+                            refine.SupervisedOptions(**sweeps, scan="random", svm_steps=5,
+                                                     svm_warmup=50, svm_average=0, keep_models=2),
+                            seed=seed, labels=ytr, progress=None)
     errs = []
     for j in range(2):
         mp = deep_chain.infer_topdown(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
@@ -34,7 +36,8 @@ def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
         errs.append(deep_svm.decision_values(sup["samples"]["beta"][j: j + 1], sup["svm_mean"],
                                              sup["svm_std"], mp["features"].reshape((-1,) + top)))
     err_sup = 100 * np.mean(np.mean(errs, 0).argmax(1) != yte)
-    uns = refine.run_refine(xtr, d, LAYERS, **sweeps)
+    uns = refine.run_refine(xtr, refine.Start(d, LAYERS), refine.RefineOptions(**sweeps), seed=seed,
+                            progress=None)
     common = dict(seed=3, burn_in=3, collect=5, batch_size=60, gamma_s=uns["gamma_s"], progress=None)
     f_tr = deep_chain.infer_topdown(xtr, uns["D"], LAYERS, **common)["features"]
     f_te = deep_chain.infer_topdown(xte, uns["D"], LAYERS, **common)["features"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.topdown import refine
 
 from dgdm_tf.supervised import joint_svm as deep_svm
@@ -195,11 +196,14 @@ def test_supervised_chain_resumes_exactly(tmp_path):
     """Killed after 3 sweeps and rerun, the chain ends where an uninterrupted one does
     (state, SVM and kept models are checkpointed); same seed, same numbers."""
     _, d, x, lab = labelled_data(24)
-    kw = dict(seed=4, burn_in=3, collect=3, labels=lab, n_classes=3, svm_hyper={"steps": 2},
-              keep_models=2, progress=None, checkpoint_every=1, svm_warmup=3, svm_average=3)
-    full = refine.run_refine(x, d, LAYERS, **kw)
-    assert refine.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
-    resumed = refine.run_refine(x, d, LAYERS, checkpoint_dir=tmp_path, **kw)
+    start = refine.Start(d, LAYERS, n_classes=3)
+    opts = refine.SupervisedOptions(burn_in=3, collect=3, scan="random", svm_steps=2, keep_models=2,
+                                    checkpoint_every=1, svm_warmup=3, svm_average=3)
+    kw = dict(seed=4, labels=lab, progress=None)
+    full = refine.run_refine(x, start, opts, **kw)
+    assert refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path, stop_after=3),
+                             **kw) is None
+    resumed = refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path), **kw)
     assert full["samples"]["beta"].shape[0] == 2
     np.testing.assert_array_equal(full["samples"]["beta"], resumed["samples"]["beta"])
     for a, b in zip(full["D"], resumed["D"]):

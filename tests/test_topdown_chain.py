@@ -3,14 +3,19 @@ from its own draws, masked inference, checkpoint and resume, missing-data masks.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import generate, project_top_to_data
+from dgdm_tf.mcmc.driver import CheckpointDir
 
 from _topdown_model import LAYERS, draw as _draw
+
+TWO_SWEEPS = refine.RefineOptions(burn_in=1, collect=1)
 
 
 def _matched_cosine(a, b):
@@ -39,8 +44,8 @@ def test_refinement_recovers_a_known_two_layer_model():
                for d in d_true]
     truth = project_top_to_data(model, d_true)
     start_cos = _matched_cosine(truth, project_top_to_data(model, d_start))
-    out = refine.run_refine(x, d_start, LAYERS, seed=3, burn_in=20, collect=5,
-                                gamma_e_init=100.0, gamma_s_init=0.25, progress=None)
+    out = refine.run_refine(x, refine.Start(d_start, LAYERS, gamma_e_init=100.0, gamma_s_init=0.25),
+                            refine.RefineOptions(burn_in=20, collect=5), seed=3, progress=None)
     lj = [r["log_joint"] for r in out["trace"]]
     assert lj[-1] > lj[0]
     end_cos = _matched_cosine(truth, project_top_to_data(model, out["D"]))
@@ -163,13 +168,14 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
 
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     model, d_true, x = _draw(6, seed=5)
-    kw = dict(seed=1, burn_in=3, collect=3, gamma_e_init=50.0, gamma_s_init=0.25,
-              checkpoint_every=2, progress=None)
-    full = refine.run_refine(x, d_true, LAYERS, **kw)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25)
+    opts = refine.RefineOptions(burn_in=3, collect=3, checkpoint_every=2)
+    kw = dict(seed=1, progress=None)
+    full = refine.run_refine(x, start, opts, **kw)
     ck = tmp_path / "ck"
-    assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=4, **kw) is None
+    assert refine.run_refine(x, start, opts, checkpoint=CheckpointDir(ck, stop_after=4), **kw) is None
     assert (ck / "checkpoint.npz").exists()
-    resumed = refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, **kw)
+    resumed = refine.run_refine(x, start, opts, checkpoint=CheckpointDir(ck), **kw)
     for a, b in zip(full["D"], resumed["D"]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(full["features"], resumed["features"])
@@ -177,8 +183,8 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     # the other scan order is another chain: it does not resume from this checkpoint
     said = []
     kw["progress"] = said.append
-    assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=ck, stop_after=1, scan="fixed",
-                                 **kw) is None
+    assert refine.run_refine(x, start, dataclasses.replace(opts, scan="fixed"),
+                             checkpoint=CheckpointDir(ck, stop_after=1), **kw) is None
     assert "starting afresh" in said[0]
 
 
@@ -187,10 +193,12 @@ def test_on_step_reads_every_sweep_and_leaves_the_draws_unchanged():
     and the states it saw, summed over the collected sweeps as the chain sums them, give
     the chain's collection average."""
     model, d_true, x = _draw(6, seed=5)
-    kw = dict(seed=1, burn_in=2, collect=3, gamma_e_init=50.0, gamma_s_init=0.25, progress=None)
-    plain = refine.run_refine(x, d_true, LAYERS, **kw)
+    kw = dict(seed=1, progress=None)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25)
+    opts = refine.RefineOptions(burn_in=2, collect=3)
+    plain = refine.run_refine(x, start, opts, **kw)
     seen = {}
-    watched = refine.run_refine(x, d_true, LAYERS, **kw,
+    watched = refine.run_refine(x, start, opts, **kw,
                                 on_step=lambda t, st: seen.setdefault(t, [np.asarray(d) for d in st[0].d]))
     assert sorted(seen) == list(range(5))
     for a, b in zip(plain["D"], watched["D"]):
@@ -223,13 +231,16 @@ def test_refinement_refuses_bad_input():
     bad = x.copy()
     bad[0, 0, 0, 0] = np.nan
     with pytest.raises(FloatingPointError, match="non-finite"):
-        refine.run_refine(bad, d_true, LAYERS, seed=0, burn_in=1, collect=1, progress=None)
+        refine.run_refine(bad, refine.Start(d_true, LAYERS), TWO_SWEEPS, seed=0, progress=None)
     with pytest.raises(ValueError, match="shape"):
-        refine.run_refine(x, [d_true[0][:4], d_true[1]], LAYERS, seed=0, burn_in=1,
-                              collect=1, progress=None)
+        refine.run_refine(x, refine.Start([d_true[0][:4], d_true[1]], LAYERS), TWO_SWEEPS, seed=0,
+                          progress=None)
     with pytest.raises(ValueError, match="pool"):
-        refine.run_refine(x, d_true, [LAYERS[0], dict(LAYERS[1], pool=2)], seed=0,
-                              burn_in=1, collect=1, progress=None)
+        refine.run_refine(x, refine.Start(d_true, [LAYERS[0], dict(LAYERS[1], pool=2)]), TWO_SWEEPS,
+                          seed=0, progress=None)
+    with pytest.raises(ValueError, match="labels need SupervisedOptions"):
+        refine.run_refine(x, refine.Start(d_true, LAYERS, n_classes=2), TWO_SWEEPS, seed=0,
+                          labels=np.zeros(len(x), int), progress=None)
 
 
 def test_chain_states_are_one_chain_kept_at_the_sweeps_asked():
@@ -258,16 +269,17 @@ def test_refinement_chains_and_their_settlement(tmp_path):
     d_start = [(d + 0.6 * rng.normal(size=d.shape) * np.linalg.norm(d) / np.sqrt(d.size)).astype(np.float32)
                for d in d_true]
     said = []
-    kw = dict(seed=1, burn_in=1, collect=2, gamma_e_init=50.0, gamma_s_init=0.25)
-    one = refine.run_refine(x, d_start, LAYERS, progress=None, **kw)
-    two = refine.run_refine(x, d_start, LAYERS, chains=2, progress=said.append,
-                            checkpoint_dir=tmp_path / "ck", trace_path=tmp_path / "trace.csv", **kw)
+    start = refine.Start(d_start, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25)
+    opts = refine.RefineOptions(burn_in=1, collect=2)
+    one = refine.run_refine(x, start, opts, seed=1, progress=None)
+    two = refine.run_refine(x, start, dataclasses.replace(opts, chains=2), seed=1,
+                            progress=said.append, checkpoint=CheckpointDir(tmp_path / "ck"))
     for a, b in zip(one["D"], two["D"]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(one["features"], two["features"])
     assert [r["log_joint"] for r in one["trace"]] == [r["log_joint"] for r in two["chain_traces"][0]]
     assert [r["log_joint"] for r in two["chain_traces"][1]] != [r["log_joint"] for r in one["trace"]]
-    assert (tmp_path / "trace_chain1.csv").exists() and (tmp_path / "ck" / "chain1").is_dir()
+    assert (tmp_path / "ck" / "trace_chain1.csv").exists() and (tmp_path / "ck" / "chain1").is_dir()
     first = one["trace"][0]
     assert first["dnorm_layer1"] > 0 and 0 < first["dmove_layer1"] < 1 and "dmove_layer2" in first
     for out in (one, two):
@@ -279,4 +291,4 @@ def test_refinement_chains_and_their_settlement(tmp_path):
     assert len(verdict) == 1 and verdict[0].startswith("refinement not settled: ")
     assert any(m.startswith("chain 2/2: refine sweep 3/3") for m in said)
     with pytest.raises(ValueError, match="chains must be at least 1"):
-        refine.run_refine(x, d_start, LAYERS, chains=0, progress=None, **kw)
+        dataclasses.replace(opts, chains=0)

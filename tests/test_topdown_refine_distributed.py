@@ -1,4 +1,4 @@
-"""Data-parallel refinement (``run_refine(..., distribute=True)``): worker w sweeps chunks
+"""Data-parallel refinement (``run_refine`` with ``workers`` > 1): worker w sweeps chunks
 w, w + W, ...; every chunk is seeded by its index and the dictionaries' sums run over
 every worker's chunks in one order, so two worker processes (MultiWorkerMirroredStrategy
 over localhost, TF_CONFIG) draw the one-process chain bit for bit, and a checkpoint
@@ -20,14 +20,26 @@ import tensorflow as tf
 
 from dgdm_tf.core import cluster
 from dgdm_tf.core.image_chunks import Shards, map_over_chunks, sum_over_chunks
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.topdown import refine
 from _topdown_model import LAYERS, draw as _draw
 
 REPO = Path(__file__).resolve().parents[1]
 #: 7 images in chunks of 3: three chunks, the last one short (worker 0 sweeps chunks 0
 #: and 2, worker 1 chunk 1)
-KW = dict(seed=1, burn_in=2, collect=2, gamma_e_init=50.0, gamma_s_init=0.25, n_leapfrog=3,
-          chunk=3, checkpoint_every=2, progress=None)
+KW = dict(burn_in=2, collect=2, n_leapfrog=3, chunk=3, checkpoint_every=2)
+
+
+def _refine(x, d_true, ck, kw, *, workers, stop=None, progress=None):
+    """The chain of options ``kw`` (SupervisedOptions' when they hold ``svm_steps``: then
+    image i is of class i mod 3) on ``workers``, checkpointing into ``ck``."""
+    sup = "svm_steps" in kw
+    opts = (refine.SupervisedOptions if sup else refine.RefineOptions)(**kw, workers=workers)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25,
+                         n_classes=3 if sup else None)
+    return refine.run_refine(x, start, opts, seed=1, labels=np.arange(len(x)) % 3 if sup else None,
+                             checkpoint=None if ck is None else CheckpointDir(ck, stop_after=stop),
+                             progress=progress)
 
 
 def test_one_worker_shards_sum_and_map_as_one_process():
@@ -49,12 +61,11 @@ def test_one_worker_shards_sum_and_map_as_one_process():
 def test_distributed_refinement_needs_chunks():
     _, d_true, x = _draw(4, seed=5)
     with pytest.raises(ValueError, match="needs chunk"):
-        refine.run_refine(x, d_true, LAYERS, **{**KW, "chunk": None}, distribute=True)
+        _refine(x, d_true, None, {**KW, "chunk": None}, workers=2)
 
 
 #: the supervised model's settings (labels: image i is of class i mod 3)
-SUPERVISED = dict(n_classes=3, svm_hyper={"steps": 2}, keep_models=2, svm_warmup=2,
-                  svm_average=2)
+SUPERVISED = dict(scan="random", svm_steps=2, keep_models=2, svm_warmup=2, svm_average=2)
 
 WORKER = textwrap.dedent("""
     import json, os, sys
@@ -62,17 +73,13 @@ WORKER = textwrap.dedent("""
     from dgdm_tf.core import cluster
     team = cluster.workers()  # before TensorFlow runs anything
     assert team.count == 2, team
-    import numpy as np
-    from _topdown_model import LAYERS, draw as _draw
-    from dgdm_tf.topdown import refine
+    from _topdown_model import draw as _draw
+    from test_topdown_refine_distributed import _refine
     kw = json.loads({kw!r})
     _, d_true, x = _draw(7, seed=5)
-    if "n_classes" in kw:
-        kw["labels"] = np.arange(len(x)) % 3
     tmp = {tmp!r}
     for name, stop in (("full", None), ("from_one", None), ("two_then_one", 2)):
-        refine.run_refine(x, d_true, LAYERS, checkpoint_dir=os.path.join(tmp, name),
-                          stop_after=stop, distribute=True, **kw)
+        _refine(x, d_true, os.path.join(tmp, name), kw, workers=2, stop=stop)
     print("done", team.index)
 """)
 
@@ -103,14 +110,11 @@ def test_two_worker_processes_draw_the_one_process_chain(tmp_path, supervised):
     the two workers'."""
     _, d_true, x = _draw(7, seed=5)
     kw = dict(KW, **(SUPERVISED if supervised else {}))
-    labels = {"labels": np.arange(len(x)) % 3} if supervised else {}
-    refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "ref", **kw, **labels,
-                      distribute=False)
+    _refine(x, d_true, tmp_path / "ref", kw, workers=1)
     ref = _final(tmp_path / "ref")
     assert any(k.startswith("state_z_") for k in ref[0]) and "state_gamma_e" in ref[0]
     assert ("svm_beta" in ref[0] and "sample1_beta" in ref[0]) == supervised
-    assert refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "one",
-                             stop_after=2, **kw, **labels, distribute=True) is None
+    assert _refine(x, d_true, tmp_path / "one", kw, workers=2, stop=2) is None
     shutil.copytree(tmp_path / "one", tmp_path / "from_one")
 
     code = WORKER.format(src=str(REPO / "src"), tests=str(REPO / "tests"),
@@ -127,8 +131,6 @@ def test_two_worker_processes_draw_the_one_process_chain(tmp_path, supervised):
     _assert_same_chain(_final(tmp_path / "full"), ref)
     _assert_same_chain(_final(tmp_path / "from_one"), ref)
     said = []
-    kw["progress"] = said.append
-    refine.run_refine(x, d_true, LAYERS, checkpoint_dir=tmp_path / "two_then_one", **kw,
-                      **labels, distribute=True)
+    _refine(x, d_true, tmp_path / "two_then_one", kw, workers=2, progress=said.append)
     assert "resuming refinement from checkpoint at sweep 2/4" in said[0]
     _assert_same_chain(_final(tmp_path / "two_then_one"), ref)

@@ -16,12 +16,12 @@ import yaml
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
-#: (module:function, the config block whose keys it takes), as the rule scripts call them
+#: (module:function, the config block whose keys it takes), as the rule scripts call them;
+#: an entry point that takes options (dgdm_tf.core.options) is checked by
+#: tests/test_core_options.py instead
 CALLS = [
     ("dgdm_tf.pretrain.chain:run_pretrain_layer", "dataset.pretrain"),
     ("dgdm_tf.pretrain.features:infer_features", "dataset.features"),
-    ("dgdm_tf.topdown.refine:run_refine", "dataset.refine"),
-    ("dgdm_tf.topdown.refine:run_refine", "dataset.supervised"),
     ("dgdm_tf.topdown.chain:infer_topdown", "dataset.topdown_features"),
     ("dgdm_tf.topdown.chain:infer_topdown", "dataset.inpaint"),
     ("dgdm_tf.mcem.test_time:infer_map", "dataset.supervised.predict"),
@@ -47,11 +47,6 @@ EXEMPT = {
     ("infer_features", "anneal_ratio"): OFF,
     ("infer_features", "anneal_start"): OFF,
     ("infer_features", "start"): "the library's RidgeStart() is pretraining's (40 CG steps); features' is 20",
-    ("run_refine", "svm_warmup"): OFF,
-    ("run_refine", "svm_average"): OFF,
-    ("run_refine", "checkpoint_every"): TWO,
-    ("run_refine", "chunk"): TWO,
-    ("run_refine", "scan"): TWO,
     ("infer_map", "tol"): "0 in the library runs every iteration asked; supervised.predict stops each image when its Q settles",
     ("infer_topdown", "scan"): TWO,
     ("infer_topdown", "start"): TWO,

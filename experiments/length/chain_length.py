@@ -41,6 +41,7 @@ elements in the data plane, unsupervised beside supervised, most used first).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -58,6 +59,8 @@ from dgdm_tf.core.random import seed_for  # noqa: E402
 from dgdm_tf.data.arrays import class_count, load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import artifacts, atomic  # noqa: E402
+from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE  # noqa: E402
+from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 from dgdm_tf.topdown.conjugate import gamma_s_summary  # noqa: E402
 
 T0 = time.perf_counter()
@@ -173,17 +176,14 @@ def run(a) -> dict:
     if not 0 <= burn_in < a.sweeps:
         raise SystemExit(f"--burn-in {burn_in} must be below --sweeps {a.sweeps}")
     out = Path(a.out)
-    kw = dict(seed=chain_seed, burn_in=burn_in, collect=a.sweeps - burn_in, thin=1, hyper=hyper,
-              gamma_e_init=pre[0].gamma_e_mean, gamma_s_init=pre[-1].gamma_w,
-              n_leapfrog=int(rcfg["n_leapfrog"]), power_iterations=int(rcfg["power_iterations"]),
-              checkpoint_dir=str(out / "checkpoint"), checkpoint_every=a.every,
-              trace_path=str(out / "checkpoint" / "trace.csv"), chunk=rcfg["chunk"], scan=rcfg["scan"])
-    if a.kind == "supervised":
-        svm_hyper = {k: rcfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}
-        svm_hyper["steps"] = int(rcfg["svm_steps"])
-        kw.update(labels=labels, n_classes=class_count(d), svm_hyper=svm_hyper,
-                  keep_models=int(rcfg["predict"]["models"]), svm_warmup=int(rcfg["svm_warmup"]),
-                  svm_average=int(rcfg["svm_average"]))
+    # the block's settings, the length and checkpoints this run's; one chain
+    opts = (refine.SupervisedOptions if a.kind == "supervised" else refine.RefineOptions).from_config(rcfg)
+    opts = dataclasses.replace(opts, burn_in=burn_in, collect=a.sweeps - burn_in, thin=1,
+                               checkpoint_every=a.every, chains=1, settle_tolerance=SETTLE_TOLERANCE,
+                               workers=1)
+    start = refine.Start([z.D for z in pre], layers, hyper, gamma_e_init=pre[0].gamma_e_mean,
+                         gamma_s_init=pre[-1].gamma_w,
+                         n_classes=class_count(d) if a.kind == "supervised" else None)
     about = {"kind": a.kind, "dataset": ds, "results": str(results), "config": str(a.config),
              "n_images": len(idx), "image_indices": [int(i) for i in idx], "sweeps": a.sweeps,
              "burn_in": burn_in, "chain": a.chain, "chain_seed": chain_seed, "every": a.every,
@@ -193,8 +193,10 @@ def run(a) -> dict:
     say(f"{a.kind} chain {a.chain} (seed {chain_seed}) on {x.shape} from the pretrained layers "
         f"{[z.D.shape for z in pre]}: {a.sweeps} sweeps (burn-in {burn_in}), snapshots every "
         f"{a.every} into {out / 'snapshots'}")
-    res = refine.run_refine(x, [z.D for z in pre], layers, progress=say, stop_after=a.stop_after,
-                            on_step=Snapshots(out / "snapshots", a.every, a.sweeps), **kw)
+    res = refine.run_refine(x, start, opts, seed=chain_seed,
+                            labels=labels if a.kind == "supervised" else None,
+                            checkpoint=CheckpointDir(out / "checkpoint", stop_after=a.stop_after),
+                            progress=say, on_step=Snapshots(out / "snapshots", a.every, a.sweeps))
     if res is None:
         say(f"stopped after sweep {a.stop_after} (--stop-after): rerun to resume")
         return about

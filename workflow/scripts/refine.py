@@ -37,6 +37,7 @@ from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.topdown import refine
 
 from dgdm_tf.report import model_plots as deep_plots
@@ -62,13 +63,9 @@ progress(f"{ds}: refining {[d.shape for d in dictionaries]} on {x.shape}, {cfg};
          f"gamma_e {gamma_e0:.4g}, gamma_s {gamma_s0:.4g}")
 
 out = refine.run_refine(
-    x, dictionaries, layers, seed=seed_for(seed, ds, "refine"), burn_in=int(cfg["burn_in"]),
-    collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
-    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
-    power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
-    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
-    progress=progress, chunk=cfg["chunk"], scan=cfg["scan"], chains=int(cfg["chains"]),
-    settle_tolerance=float(cfg["settle_tolerance"]), distribute=n_workers > 1)
+    x, refine.Start(dictionaries, layers, hyper, gamma_e_init=gamma_e0, gamma_s_init=gamma_s0),
+    refine.RefineOptions.from_config(cfg), seed=seed_for(seed, ds, "refine"),
+    checkpoint=CheckpointDir(ckpt), progress=progress)
 if not team.chief:  # the chief writes the outputs
     raise SystemExit(0)
 

@@ -25,6 +25,7 @@ from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.topdown import refine
 
 from dgdm_tf.report import model_plots as deep_plots
@@ -53,21 +54,14 @@ else:
 d = data.load_prepared(snakemake.input.data)
 x, labels, idx = shared_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
 n_classes = data.class_count(d)
-svm_hyper = {k: cfg[k] for k in ("gamma", "a_kappa", "b_kappa", "kappa", "bias_var", "scale")}
-svm_hyper["steps"] = int(cfg["svm_steps"])
 progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
          f"dictionaries {[v.shape for v in dictionaries]}; {cfg}")
 
 out = refine.run_refine(
-    x, dictionaries, layers, seed=seed_for(seed, ds, "supervised"), burn_in=int(cfg["burn_in"]),
-    collect=int(cfg["collect"]), thin=int(cfg["thin"]), hyper=hyper, gamma_e_init=gamma_e0,
-    gamma_s_init=gamma_s0, n_leapfrog=int(cfg["n_leapfrog"]),
-    power_iterations=int(cfg["power_iterations"]), checkpoint_dir=str(ckpt),
-    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=str(ckpt / "trace.csv"),
-    progress=progress, labels=labels, n_classes=n_classes, svm_hyper=svm_hyper,
-    keep_models=int(cfg["predict"]["models"]), svm_warmup=int(cfg["svm_warmup"]),
-    svm_average=int(cfg["svm_average"]), chunk=cfg["chunk"], scan=cfg["scan"],
-    chains=int(cfg["chains"]), settle_tolerance=float(cfg["settle_tolerance"]))
+    x, refine.Start(dictionaries, layers, hyper, gamma_e_init=gamma_e0, gamma_s_init=gamma_s0,
+                    n_classes=n_classes),
+    refine.SupervisedOptions.from_config(cfg), seed=seed_for(seed, ds, "supervised"),
+    labels=labels, checkpoint=CheckpointDir(ckpt), progress=progress)
 
 model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])
 top_shape = (model.top.hs, model.top.ws, model.top.k)

@@ -120,6 +120,20 @@ class Kernel:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckpointDir:
+    """Where an entry point's chain keeps its checkpoint (``dir``/checkpoint.npz) and its
+    live trace (``dir``/``trace``; None: none), and ``stop_after``: leave after that many
+    steps of this run, checkpoint written (a rerun resumes: the tests of resumption)."""
+    dir: str | Path
+    stop_after: int | None = None
+    trace: str | None = "trace.csv"
+
+    @property
+    def trace_path(self) -> Path | None:
+        return None if self.trace is None else Path(self.dir) / self.trace
+
+
+@dataclasses.dataclass(frozen=True)
 class Checkpoint:
     """Where and how often a chain saves itself. ``path`` None: never (no resumption).
     ``resumed`` / ``stale`` are the log lines on resuming and on a checkpoint of other

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -22,13 +22,13 @@ from dgdm_tf.core import cluster, random
 from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE, trace_settlement
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointMismatch, Kernel, fit, run_chain
+from dgdm_tf.mcmc.diagnostics import trace_settlement
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 from dgdm_tf.topdown.conjugate import gamma_s_summary
+from dgdm_tf.topdown.options import RefineOptions, Start, SupervisedOptions
 from dgdm_tf.topdown.state import DeepState, init_state
 from dgdm_tf.topdown.sweep import log_joint, make_sweep_fn
 
@@ -257,21 +257,18 @@ class _RefineKernel(Kernel):
             write_trace_csv(self.trace_path, rows, self.cols)
 
 
-def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
-               seed: int, burn_in: int, collect: int, thin: int = 1, hyper: dict | None = None,
-               gamma_e_init: float | None = None, gamma_s_init: float = 1.0,
-               n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS, checkpoint_dir=None,
-               checkpoint_every: int = 10,
-               trace_path=None, progress: Callable[[str], None] | None = print,
-               stop_after: int | None = None, labels=None, n_classes: int | None = None,
-               svm_hyper: dict | None = None, keep_models: int | None = None,
-               svm_warmup: int = 0, svm_average: int = 0, chunk: int | None = None,
-               scan: str = "random", distribute: bool = False, chains: int = 1,
-               settle_tolerance: float = SETTLE_TOLERANCE,
+def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedOptions, *,
+               seed: int, labels=None, checkpoint: CheckpointDir | None = None,
+               progress: Callable[[str], None] | None = print,
                on_step: Callable[[int, tuple], None] | None = None) -> dict | None:
-    """Joint Gibbs refinement of every layer from the given (pretrained) dictionaries.
+    """Joint Gibbs refinement of every layer of ``start`` (:class:`Start`: the
+    pretrained or refined dictionaries) on the images ``x`` (N, H, W, C), with the
+    settings ``options`` (:class:`RefineOptions`, config block `refine`; with ``labels``
+    :class:`SupervisedOptions`, block `supervised`). ``checkpoint``
+    (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): resume from and save to its folder,
+    writing the live trace there; None: neither.
 
-    ``chunk``: draw the per-image steps that many images at a time (memory: the top
+    Of the options: ``chunk``: draw the per-image steps that many images at a time (memory: the top
     units' data-plane images are units x images x footprint); None, or at least N, draws
     all at once. ``scan``: the sweeps' visiting order (:class:`DeepModel`; "fixed" repeats
     the draws of the sampler before the random scan); part of the checkpoint's
@@ -282,9 +279,9 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     Returns {'D': [per layer, collection average], 'gamma_s', 'gamma_e' (N,),
     'on_rate' (K_top,), 'theta': [per lower layer (K, p*p+1) state frequencies],
     'features': (N, F) Rao-Blackwellised posterior mean of S[L-1] of the images,
-    'sweeps', 'seconds', 'trace'}; None when ``stop_after`` ended the run early.
+    'sweeps', 'seconds', 'trace'}; None when ``checkpoint.stop_after`` ended the run early.
 
-    With ``labels`` (ints in [0, n_classes)) this is the supervised model (Sec. 2.3): the
+    With ``labels`` (ints in [0, ``start.n_classes``)) this is the supervised model (Sec. 2.3): the
     Bayesian SVM (:mod:`dgdm_tf.supervised.joint_svm`, ``svm_hyper``) is trained jointly. The first
     sweep runs without it (beta = 0 would add nothing); its features fix the SVM's
     standardisation, and ``svm_warmup`` SVM scans on its draw of S[L] give beta a start
@@ -298,7 +295,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     them is Rao-Blackwellised over beta (a side computation: the chain goes on from the
     kept state, unchanged).
 
-    ``distribute``: run data-parallel over the workers of this process's cluster
+    ``workers`` > 1 (``options.distribute``): run data-parallel over the workers of this process's cluster
     (:func:`dgdm_tf.core.cluster.workers`: Slurm's tasks, TF_CONFIG's workers, or this
     process alone), every worker running ``run_refine`` with the same arguments. Worker
     w sweeps the images of chunks w, w + W, ... (``chunk`` images each, so ``chunk``
@@ -317,7 +314,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     ``chains``: how many chains run, one after the other. Chain 0 is the chain of
     ``seed`` (with ``chains=1`` everything is what it was), chain c > 0 that of
     :func:`dgdm_tf.core.random.chain_seed` (salt "refine_chains"), its checkpoint in
-    ``checkpoint_dir/chain<c>/`` and its trace beside ``trace_path`` (``<stem>_chain<c>``).
+    ``checkpoint.dir/chain<c>/`` and its trace beside chain 0's (``<stem>_chain<c>``).
     The result (dictionaries, features, kept models) is chain 0's: averaging
     dictionaries over chains is not valid (each chain settles in its own mode, its
     elements in their own order and sign), and pooling the supervised chains' kept
@@ -331,18 +328,20 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     if x.ndim != 4:
         raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
     check_finite("refinement input x", x)
-    if burn_in < 0 or collect < 1 or thin < 1:
-        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
-    if int(chains) < 1:
-        raise ValueError(f"chains must be at least 1, got {chains}")
+    o, dictionaries, layers, n_classes = options, start.dictionaries, start.layers, start.n_classes
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
     supervised = labels is not None
-    model = DeepModel(x.shape[1:], layers, hyper, supervised=supervised, scan=scan).with_ks(ks)
-    total = burn_in + collect * thin
-    chunk = int(chunk) if chunk is not None and int(chunk) < len(x) else None
-    team = cluster.workers() if distribute else cluster.Workers()
-    if distribute:
+    if supervised != o.supervised:
+        raise ValueError("labels need SupervisedOptions (config block `supervised`), and "
+                         "SupervisedOptions need labels; got "
+                         f"{type(o).__name__} {'with' if supervised else 'without'} labels")
+    model = DeepModel(x.shape[1:], layers, start.hyper, supervised=supervised, scan=o.scan).with_ks(ks)
+    total = o.sweeps
+    chunk = int(o.chunk) if o.chunk is not None and int(o.chunk) < len(x) else None
+    trace_path = None if checkpoint is None else checkpoint.trace_path
+    team = cluster.workers() if o.distribute else cluster.Workers()
+    if o.distribute:
         if chunk is None:
             raise ValueError("a distributed chain needs chunk: fewer images per chunk than "
                              f"the {len(x)} images, at least one chunk per worker")
@@ -351,43 +350,46 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
         if not team.chief:  # the chief reports and writes; the others sweep
             say, trace_path = (lambda _m: None), None
     extra = {} if chunk is None else {"chunk": chunk_size(chunk)}
-    if scan != "fixed":  # absent for the old sampler's order: its checkpoints still resume
-        extra["scan"] = scan
-    keep = set(range(collect))
-    if keep_models is not None:
-        keep = {collect - 1 - int(round(j * collect / keep_models)) for j in range(min(keep_models, collect))}
+    if o.scan != "fixed":  # absent for the old sampler's order: its checkpoints still resume
+        extra["scan"] = o.scan
+    collect, keep = o.collect, set(range(o.collect))
+    if supervised and o.keep_models is not None:
+        keep = {collect - 1 - int(round(j * collect / o.keep_models))
+                for j in range(min(o.keep_models, collect))}
     if supervised:
         labels = np.asarray(labels, np.int64)
         if labels.shape != (len(x),) or n_classes is None or labels.min() < 0 or labels.max() >= n_classes:
             raise ValueError(f"labels must be {len(x)} ints in [0, n_classes={n_classes})")
-        shyper = deep_svm.SvmHyper.from_dict(svm_hyper)
+        shyper = o.svm_hyper
         y = deep_svm.targets(labels, n_classes)
         extra.update(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
-                     svm_warmup=int(svm_warmup), svm_average=int(svm_average))
-    fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed, burn_in=burn_in,
-                      collect=collect, thin=thin, hyper=model.hyper.__dict__,
-                      gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init, n_leapfrog=n_leapfrog,
-                      power_iterations=power_iterations, **extra)
-    runs = []
-    for c in range(int(chains)):
+                     svm_warmup=int(o.svm_warmup), svm_average=int(o.svm_average))
+    fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed,
+                     burn_in=o.burn_in, collect=collect, thin=o.thin, hyper=model.hyper.__dict__,
+                     gamma_e_init=start.gamma_e_init, gamma_s_init=start.gamma_s_init,
+                     n_leapfrog=o.n_leapfrog, power_iterations=o.power_iterations, **extra)
+    chains, runs = int(o.chains), []
+    for c in range(chains):
         tag = "" if chains == 1 else f"chain {c + 1}/{chains}: "
         say_c = (lambda m, tag=tag: say(tag + m)) if tag else say
         trace_c = trace_path if c == 0 or trace_path is None else \
             Path(trace_path).with_name(f"{Path(trace_path).stem}_chain{c}{Path(trace_path).suffix}")
-        ck_dir = None if not checkpoint_dir else Path(checkpoint_dir) / (f"chain{c}" if c else "")
+        ck_dir = None if checkpoint is None else Path(checkpoint.dir) / (f"chain{c}" if c else "")
         seed_c = random.chain_seed(seed, "refine_chains", c)
-        kernel = _RefineKernel(x, dictionaries, model, seed=seed_c, burn_in=burn_in, thin=thin,
-                               gamma_e_init=gamma_e_init, gamma_s_init=gamma_s_init,
-                               n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+        kernel = _RefineKernel(x, dictionaries, model, seed=seed_c, burn_in=o.burn_in, thin=o.thin,
+                               gamma_e_init=start.gamma_e_init, gamma_s_init=start.gamma_s_init,
+                               n_leapfrog=o.n_leapfrog, power_iterations=o.power_iterations,
                                chunk=chunk, y=y if supervised else None,
                                n_classes=n_classes, shyper=shyper if supervised else None,
-                               svm_warmup=svm_warmup, svm_average=svm_average, keep=keep,
+                               svm_warmup=o.svm_warmup if supervised else 0,
+                               svm_average=o.svm_average if supervised else 0, keep=keep,
                                say=say_c, trace_path=trace_c, team=team)
         ck = Checkpoint(ck_dir / "checkpoint.npz" if ck_dir else None,
                         fp if c == 0 else fingerprint(parent=fp, chain=c),
-                        every=checkpoint_every, write=team.chief,
+                        every=o.checkpoint_every, write=team.chief,
                         resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
-        run = run_chain(kernel, total, ck, say=say_c, stop_after=stop_after,
+        run = run_chain(kernel, total, ck, say=say_c,
+                        stop_after=None if checkpoint is None else checkpoint.stop_after,
                         on_step=on_step if c == 0 else None)
         if run is None:
             return None
@@ -396,7 +398,7 @@ def run_refine(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequen
     settle = trace_settlement([{k: [row[k] for row in rows] for k in settle_columns(model)}
                                for rows in traces],
                               collected=[row["phase"] == "collect" for row in traces[0]],
-                              tolerance=settle_tolerance)
+                              tolerance=o.settle_tolerance)
     say(settlement_message("supervised chain" if supervised else "refinement", settle))
     acc, rows, (_, svm, samples) = runs[0].sums, runs[0].rows, runs[0].state
     cnt = float(acc["count"])

@@ -1,0 +1,107 @@
+"""Options of the top-down chains (:func:`dgdm_tf.topdown.refine.run_refine`): the
+config blocks ``refine`` and ``supervised`` (:mod:`dgdm_tf.core.options`), and the model
+a chain starts from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from dgdm_tf.core.options import options
+from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE
+from dgdm_tf.supervised.joint_svm import SvmHyper
+from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """The model a top-down chain starts from: each layer's dictionary (bottom first,
+    (dh, dw, C, K)), the layers' settings (config `model.layers`), the hyperparameters
+    (config `hyper`; None: the defaults), the start values of the noise precisions
+    gamma_e (None: the model's own start) and of the top weights' precision gamma_s, and
+    with labels the number of classes of the SVM (Sec. 2.3)."""
+    dictionaries: Sequence[np.ndarray]
+    layers: Sequence[dict]
+    hyper: dict | None = None
+    gamma_e_init: float | None = None
+    gamma_s_init: float = 1.0
+    n_classes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Chain:
+    """The settings both blocks share (defaults: refine's), their checks and what they
+    derive."""
+    chunk: int | None = 250
+    burn_in: int = 10
+    collect: int = 5
+    thin: int = 1
+    n_leapfrog: int = N_LEAPFROG
+    power_iterations: int = POWER_ITERATIONS
+    checkpoint_every: int = 5
+    workers: int = 1
+    scan: str = "random"
+    chains: int = 1
+    settle_tolerance: float = SETTLE_TOLERANCE
+
+    supervised = False  # the SVM's options are SupervisedOptions'
+
+    def __post_init__(self):
+        if self.burn_in < 0 or self.collect < 1 or self.thin < 1:
+            raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1, got "
+                             f"{self.burn_in}, {self.collect}, {self.thin}")
+        if int(self.chains) < 1:
+            raise ValueError(f"chains must be at least 1, got {self.chains}")
+        if int(self.workers) < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+
+    @property
+    def sweeps(self) -> int:
+        """Sweeps of a chain: burn-in, then one every ``thin`` for each collected draw."""
+        return self.burn_in + self.collect * self.thin
+
+    @property
+    def distribute(self) -> bool:
+        """Data-parallel over the cluster's workers (more than one worker)."""
+        return int(self.workers) > 1
+
+
+@options("dataset.refine", other={
+    "n_images": "the rule script picks the images", "keep_checkpoints": "the rule script removes the folder"})
+class RefineOptions(_Chain):
+    """``sweeps``: burn_in + collect x thin; ``distribute``: workers > 1."""
+
+
+@options("dataset.supervised", other={
+    "start_from": "the rule script picks the start", "n_train": "the rule script picks the images",
+    "n_test": "the test route's", "keep_checkpoints": "the rule script removes the folder",
+    "predict": "the test route's block (dgdm_tf.mcem.test_time); the chain reads its `models`"},
+    nested={"keep_models": "predict.models"},
+    library_only={"workers": "worker processes of a data-parallel chain, as refine.workers"})
+class SupervisedOptions(_Chain):
+    """``svm_hyper``: the SVM's settings (:class:`dgdm_tf.supervised.joint_svm.SvmHyper`);
+    ``keep_models`` None keeps every collected draw."""
+    burn_in: int = 4
+    collect: int = 2
+    scan: str = "fixed"
+    gamma: float = 1.0
+    a_kappa: float = 1.0
+    b_kappa: float = 1.0
+    kappa: float = 0.5
+    bias_var: float = 100.0
+    scale: str = "global"
+    svm_steps: int = 5
+    svm_warmup: int = 100
+    svm_average: int = 100
+    keep_models: int | None = 2
+
+    supervised = True
+
+    @property
+    def svm_hyper(self) -> SvmHyper:
+        return SvmHyper.from_dict({"gamma": self.gamma, "a_kappa": self.a_kappa,
+                                   "b_kappa": self.b_kappa, "kappa": self.kappa,
+                                   "bias_var": self.bias_var, "scale": self.scale,
+                                   "steps": self.svm_steps})

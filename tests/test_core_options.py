@@ -1,0 +1,97 @@
+"""The entry points' options (dgdm_tf.core.options) against the config schema: key for
+key, default for default, the docstring the schema's, and an unknown key refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dgdm_tf.core import options as core_options
+from dgdm_tf.topdown.options import RefineOptions, SupervisedOptions
+
+#: every options class (one per config block of an entry point)
+OPTIONS = [RefineOptions, SupervisedOptions]
+
+
+def _schema_default(cls, where: str):
+    node = core_options.keys(cls.BLOCK)[where.split(".")[0]]
+    for part in where.split(".")[1:]:
+        node = core_options._resolve(node["properties"][part])
+    assert "default" in node, f"{cls.BLOCK}.{where} has no default in the schema"
+    return node["default"]
+
+
+@pytest.mark.parametrize("cls", OPTIONS, ids=lambda c: c.__name__)
+def test_the_fields_are_the_blocks_keys(cls):
+    """Every key of the block is a field or a named non-option key (or holds a nested
+    field), every field a key of the block (or named as the library's own)."""
+    keys = set(core_options.keys(cls.BLOCK))
+    fields = {f.name for f in dataclasses.fields(cls)}
+    direct = fields - set(cls.NESTED) - set(cls.LIBRARY_ONLY)
+    outer = {where.split(".")[0] for where in cls.NESTED.values()}
+    assert not set(cls.OTHER_KEYS) & direct, "a key both an option and not"
+    assert keys == direct | set(cls.OTHER_KEYS) | outer, (
+        f"schema only: {sorted(keys - direct - set(cls.OTHER_KEYS) - outer)}; "
+        f"class only: {sorted((direct | set(cls.OTHER_KEYS) | outer) - keys)}")
+    assert outer <= set(cls.OTHER_KEYS)
+    assert not set(cls.LIBRARY_ONLY) & keys, "a library-only field that the block has"
+    assert set(cls.LIBRARY_ONLY) <= fields
+
+
+@pytest.mark.parametrize("cls", OPTIONS, ids=lambda c: c.__name__)
+def test_the_defaults_are_the_schemas(cls):
+    made = cls()
+    differ = [f"{f.name}={getattr(made, f.name)!r}, schema {cls.NESTED.get(f.name, f.name)}: "
+              f"{_schema_default(cls, cls.NESTED.get(f.name, f.name))!r}"
+              for f in dataclasses.fields(cls) if f.name not in cls.LIBRARY_ONLY
+              and getattr(made, f.name) != _schema_default(cls, cls.NESTED.get(f.name, f.name))]
+    assert not differ, f"{cls.__name__} defaults that are not the schema's: {differ}"
+    assert cls.from_config({}) == made
+
+
+@pytest.mark.parametrize("cls", OPTIONS, ids=lambda c: c.__name__)
+def test_the_docstring_is_the_schemas(cls):
+    described = " ".join(core_options.block(cls.BLOCK)["description"].split())
+    assert cls.__doc__.startswith(described)
+    for key in core_options.keys(cls.BLOCK):
+        assert f"\n{key}" in cls.__doc__, key
+
+
+def test_a_misspelt_key_is_refused_by_name_with_the_known_keys():
+    with pytest.raises(ValueError) as err:
+        RefineOptions.from_config({"burnin": 3, "collect": 2})
+    known = sorted(core_options.keys("dataset.refine"))
+    assert str(err.value) == f"refine: unknown key 'burnin'; the block knows: {', '.join(known)}"
+    with pytest.raises(ValueError, match=r"^supervised: unknown keys 'models', 'svm_step'; the "
+                                         r"block knows: a_kappa, b_kappa, "):
+        SupervisedOptions.from_config({"models": 3, "svm_step": 2})
+    with pytest.raises(ValueError, match="unknown key 'workers'"):  # the library's only
+        SupervisedOptions.from_config({"workers": 2})
+
+
+def test_from_config_translates_the_block():
+    """Non-option keys are dropped, nested ones read, the derived fields computed once."""
+    o = RefineOptions.from_config({"n_images": 9, "keep_checkpoints": True, "burn_in": 3,
+                                   "collect": 4, "thin": 2, "workers": 2})
+    assert (o.burn_in, o.sweeps, o.distribute) == (3, 11, True)
+    s = SupervisedOptions.from_config({"predict": {"models": 3, "features": "gibbs"}, "svm_steps": 2,
+                                       "scale": "unit", "n_train": None})
+    assert s.keep_models == 3 and not s.distribute
+    assert (s.svm_hyper.steps, s.svm_hyper.scale, s.svm_hyper.bias_var) == (2, "unit", 100.0)
+    assert SupervisedOptions.from_config({"predict": {}}).keep_models == 2
+    with pytest.raises(ValueError, match="chains must be at least 1"):
+        RefineOptions.from_config({"chains": 0})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.burn_in = 4
+
+
+def test_a_missing_schema_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(core_options, "SCHEMA", tmp_path / "nowhere.yaml")
+    core_options.schema.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError, match="its checkout's workflow/schemas/config.schema.yaml"):
+            core_options.block("dataset.refine")
+    finally:
+        monkeypatch.undo()
+        core_options.schema.cache_clear()
