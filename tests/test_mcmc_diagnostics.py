@@ -254,6 +254,16 @@ def test_trace_settlement_names_the_drifting_scalars_and_computes_split_rhat():
     json.dumps(two, allow_nan=False)  # JSON-ready
     short = mixing.trace_settlement([{"log_joint": lj[:6]}], collected=[False] * 3 + [True] * 3)
     assert "rhat" not in short["scalars"]["log_joint"] and "not computed" in short["rhat"]
+    # a chain too short for the drift test is never called settled: not drifting beyond the
+    # tolerance, it reads None (too short to tell); drifting, it reads False
+    flat = 1e-3 * rng.standard_normal(3 * mixing.SETTLE_MIN_WINDOW)
+    for n in (3, 6, 3 * mixing.SETTLE_MIN_WINDOW - 1):
+        s = mixing.trace_settlement([{"x": flat[:n]}], collected=[True] * n, tolerance=1e9)
+        assert s["settled"] is None and s["min_sweeps"] == 3 * mixing.SETTLE_MIN_WINDOW, n
+    ramp = mixing.trace_settlement([{"x": np.arange(6.0)}], collected=[True] * 6)
+    assert ramp["settled"] is False and ramp["drifting"] == ["x"]
+    full = mixing.trace_settlement([{"x": flat}], collected=[True] * len(flat), tolerance=1e9)
+    assert full["settled"] is True
     loose = mixing.trace_settlement(chains, collected=collected, tolerance=100.0)
     assert loose["settled"] and loose["tolerance"] == 100.0
     with pytest.raises(ValueError, match="same scalars"):

@@ -397,3 +397,6 @@ def test_a_row_whose_chain_still_drifts_says_not_settled(method):
     assert recipe.endswith("not settled: 3 of 4 traced scalars still drift (log_joint, gamma_e_mean, ...)"), recipe
     for chain in ({"settled": True, "drifting": [], "scalars": scalars}, None):
         assert "settled" not in run_notes.row_recipe(method, {**m, "chain": chain})
+    short = {"settled": None, "drifting": [], "scalars": scalars, "n_sweeps": 3}
+    assert run_notes.row_recipe(method, {**m, "chain": short}).endswith(
+        "chain of 3 sweeps, too short to tell whether it settled")

@@ -294,6 +294,10 @@ def feature_draws_summary(draws) -> dict:
 
 #: the default of ``settle_tolerance``: a noise-free linear trend drifts by 2.7 to 3.5
 SETTLE_TOLERANCE = 1.0
+#: the fewest values in the drift window (the last third) for a chain to be called settled:
+#: a stationary trace's drift is about N(0, 12 / n), so a shorter window cannot tell a
+#: settled chain from one in its transient (a chain under 36 sweeps is "too short")
+SETTLE_MIN_WINDOW = 12
 
 
 def drift(trace) -> float:
@@ -334,8 +338,9 @@ def trace_settlement(chains, *, collected, tolerance: float = SETTLE_TOLERANCE) 
     more collected draws, the rank-normalised split-R-hat (:func:`rhat`: across the
     chains, each split in halves; with one chain, its two halves) and bulk ESS
     (:func:`ess`) of the collected draws. ``settled`` is False while any scalar's
-    |drift| exceeds ``tolerance`` in any chain ('drifting' names them). JSON-ready
-    (NaN as None)."""
+    |drift| exceeds ``tolerance`` in any chain ('drifting' names them); None, when none
+    does but the drift window holds fewer than :data:`SETTLE_MIN_WINDOW` sweeps (too
+    short to tell); True otherwise. JSON-ready (NaN as None)."""
     chains = [dict(c) for c in chains]
     names = list(chains[0])
     if any(list(c) != names for c in chains):
@@ -357,9 +362,12 @@ def trace_settlement(chains, *, collected, tolerance: float = SETTLE_TOLERANCE) 
         if np.isfinite(worst) and abs(worst) > tolerance:
             drifting.append(name)
     n_draws = int(collected.sum())
+    window = max(len(collected) // 3, 3)
+    settled = False if drifting else (None if window < SETTLE_MIN_WINDOW else True)
     how = ("across the chains, each split in halves" if len(chains) > 1
            else "of the one chain's two halves")
-    return {"settled": not drifting, "drifting": drifting, "tolerance": float(tolerance),
+    return {"settled": settled, "drifting": drifting, "tolerance": float(tolerance),
+            "min_sweeps": 3 * SETTLE_MIN_WINDOW,
             "n_chains": len(chains), "n_sweeps": int(len(collected)), "n_draws": n_draws,
             "rhat": (f"rank-normalised split-R-hat {how}" if n_draws >= 4 else
                      f"not computed: {n_draws} collected draws, split-R-hat needs 4"),

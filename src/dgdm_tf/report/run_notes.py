@@ -88,7 +88,7 @@ PAPER_ROWS = ("pretrained_svm", "unsupervised_svm", "supervised")
 def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     """What a paper row ran, for its label in the table: the model's gamma_s, the test
     features' route, (supervised) the models averaged and "not settled" while the chain
-    that trained its model still drifts (metrics.json's ``chain``,
+    that trained its model still drifts ("too short to tell" for one too short to judge) (metrics.json's ``chain``,
     :func:`dgdm_tf.mcmc.diagnostics.trace_settlement`), from its metrics.json ("" for
     other rows)."""
     if method not in PAPER_ROWS:
@@ -123,6 +123,8 @@ def row_recipe(method: str, m: Mapping[str, Any]) -> str:
         drifting = chain.get("drifting") or []
         bits.append(f"not settled: {len(drifting)} of {len(chain.get('scalars') or {})} traced "
                     f"scalars still drift ({', '.join(drifting[:2])}{', ...' if len(drifting) > 2 else ''})")
+    elif chain and chain.get("settled") is None and "n_sweeps" in chain:  # too short to judge
+        bits.append(f"chain of {chain['n_sweeps']} sweeps, too short to tell whether it settled")
     return "; ".join(bits)
 
 

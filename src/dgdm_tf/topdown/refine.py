@@ -422,6 +422,10 @@ def settlement_message(what: str, settle: dict) -> str:
     sc = settle["scalars"]
     rh = [v["rhat"] for v in sc.values() if v.get("rhat") is not None]
     mix = (f"; worst R-hat {max(rh):.3f} ({settle['rhat']})" if rh else f"; R-hat {settle['rhat']}")
+    if settle["settled"] is None:
+        return (f"{what} too short to tell whether it settled: {settle['n_sweeps']} sweeps, where "
+                f"the drift test needs {settle['min_sweeps']} (no scalar drifts beyond "
+                f"{settle['tolerance']:g} yet){mix}")
     if settle["settled"]:
         return (f"{what} settled: every traced scalar drifts within {settle['tolerance']:g} over "
                 f"the last third of its {settle['n_sweeps']} sweeps{mix}")
