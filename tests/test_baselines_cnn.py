@@ -208,6 +208,7 @@ def scaling():
                              fc_units=8)
 
 
+@pytest.mark.slow
 def test_benchmark_scaling_rows(scaling):
     df = pd.DataFrame(scaling)
     assert tuple(df.columns) == SCALING_COLUMNS

@@ -118,6 +118,7 @@ def test_encoder_rejects_bad_arguments():
 
 
 # --------------------------------------------------------------------------- workflow
+@pytest.mark.slow
 def test_workflow_plans_the_encoder_row_and_the_same_image_peers(tmp_path_factory):
     """Dry run of the smoke config: the encoder's features and its SVM, and the reference
     row and the CNN at the sizes of each Gibbs row whose images differ from the dataset's

@@ -103,6 +103,7 @@ def test_pretraining_rows_carry_the_exact_floor_at_the_floors_rate():
         assert r["load_1min"] >= 0  # the load the row was measured under
 
 
+@pytest.mark.slow
 def test_topdown_rows_carry_the_exact_floor_beside_the_floor():
     rows = benchmark_refine((12, 12, 1), LAYERS, batch_size=2, sweeps=1, seed=0, n_leapfrog=2,
                             power_iterations=1, only=(TEST_SWEEP, E.TOP_UNITS))

@@ -5,6 +5,8 @@ whose shapes are configured only in config/paper.yaml)."""
 
 from __future__ import annotations
 
+import pytest
+
 from dgdm_tf.bench import mcem as B
 from dgdm_tf.core.model import DeepModel
 
@@ -27,6 +29,7 @@ def test_sweep_cost_counts_the_windowed_passes():
     assert rows[3]["macs"] == 2 * 9 * per_top and rows[3]["sequential_steps"] == 9 * 2
 
 
+@pytest.mark.slow
 def test_step_times_of_both_paths():
     """Each E-step step of a three-layer model timed on its windowed and whole-plane
     paths (the docs' per-step table)."""
@@ -37,6 +40,7 @@ def test_step_times_of_both_paths():
     assert steps[1]["windowed_macs_per_image"] > 0 and steps[2]["windowed_macs_per_image"] == 0
 
 
+@pytest.mark.slow
 def test_measure_in_its_own_process_reports_every_figure():
     """`run_isolated` (what the benchmark_mcem rule calls) on a tiny supervised model:
     every figure present, positive and consistent (throughput = batch / seconds per

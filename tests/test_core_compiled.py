@@ -17,6 +17,7 @@ def test_compiled_turns_off_the_arithmetic_optimizer():
     assert tf.config.optimizer.get_experimental_options()["arithmetic_optimization"] is False
 
 
+@pytest.mark.slow
 def test_two_traces_of_a_sweep_give_bitwise_equal_outputs():
     """Retraced on the same state, the top-down sweep at the MNIST shapes returns the same
     Rao-Blackwellised means bit for bit. With Grappler's arithmetic optimizer on
@@ -88,6 +89,7 @@ def test_a_cached_builder_builds_once_per_call_shape():
             g(tf.ones([n, 2]))
 
 
+@pytest.mark.slow
 def test_a_shared_trace_draws_what_a_fresh_trace_draws():
     """The cached sweep, already run on another state, draws on a new state exactly what a
     trace made afresh for it draws."""

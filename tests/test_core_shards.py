@@ -47,6 +47,7 @@ def test_shard_bounds_cut_whole_batches_in_order():
         shard_bounds(7, 0, 2)
 
 
+@pytest.mark.slow
 def test_algorithm2_on_shards_gathers_the_unsplit_result(tmp_path):
     model, d, x = known_model_data(N)
     kw = dict(seed=6, burn_in=2, iterations=8, tol=0.1, batch_size=BATCH, gamma_s=1.0,
@@ -63,6 +64,7 @@ def test_algorithm2_on_shards_gathers_the_unsplit_result(tmp_path):
     _equal(test_time.gather_map(read_shards(paths, N, "test")), whole)
 
 
+@pytest.mark.slow
 def test_topdown_chains_on_shards_gather_the_unsplit_result():
     model, d, x = known_model_data(N)
     mask = np.ones_like(x)

@@ -405,6 +405,7 @@ def _fake_cifar_archive(path, kind, n_train, n_test, seed=0):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["cifar10", "cifar100"])
 def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
     """Records decode to the images and (fine) labels written; the prepared training
@@ -435,6 +436,7 @@ def test_cifar_archive_is_decoded_and_whitened(tmp_path, monkeypatch, kind):
     np.testing.assert_allclose(d["x_test"], preprocess.apply_zca(gt, zca), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_cifar_tfds_mock_with_augmentation(tmp_path):
     """A prepared TFDS folder (mocked): 12 + 12 images, augment doubles the training set
     and keeps its labels; the augmented copies are flipped / shifted originals."""

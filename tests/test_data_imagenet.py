@@ -36,6 +36,7 @@ def test_train_view_is_seeded():
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 def test_colour_alteration_has_alexnets_covariance():
     """The RGB shift V (a * e), a ~ N(0, s^2 I), has covariance s^2 V diag(e^2) V^T
     (4000 split seeds; 10% on the diagonal)."""

@@ -211,6 +211,7 @@ def test_every_probe_has_a_smoke_run():
     assert {rel(p) for p in PROBES} == set(SMOKE_RUNS)
 
 
+@pytest.mark.slow
 def test_compare_routes(results, tmp_path):
     out = tmp_path / "routes.json"
     got = load_probe(EXPERIMENTS / "estimators" / "compare_routes.py").main(
@@ -220,6 +221,7 @@ def test_compare_routes(results, tmp_path):
     assert all(0 <= w["test_error_pct"] <= 100 for w in got["rows"])
 
 
+@pytest.mark.slow
 def test_alg2_objective(results, capsys):
     load_probe(EXPERIMENTS / "estimators" / "alg2_objective.py").main(["--results", str(results), "--smoke"])
     assert "tol 0.001: an image first meets it" in capsys.readouterr().out
@@ -232,6 +234,7 @@ def test_compare_results(results, tmp_path, capsys):
     assert " 0 differ" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_supervised_refit(results, tmp_path):
     out = tmp_path / "refit.json"
     got = load_probe(EXPERIMENTS / "estimators" / "supervised_refit.py").main(

@@ -37,6 +37,7 @@ def _samples(layers, shape, n=3, seed=0, k=2):
     ([{"dict_size": 2, "n_dict": 2, "pool": 2}, {"dict_size": 2, "n_dict": 3, "pool": 2},
       {"dict_size": 2, "n_dict": 2, "pool": 1}], (13, 13, 1)),
 ])
+@pytest.mark.slow
 def test_delta_recursion_equals_autodiff(layers, shape):
     model, d, x, samples = _samples(layers, shape)
     d = [tf.constant(v) for v in d]

@@ -65,6 +65,7 @@ def exact_log_posterior(w, on, x, model: DeepModel, d) -> float:
     return float(log_lik + log_w + log_z)
 
 
+@pytest.mark.slow
 def test_map_beats_averaged_gibbs_features_in_exact_posterior_density():
     model, d, x = _tiny_data()
     common = dict(seed=3, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, progress=None)
@@ -96,6 +97,7 @@ def test_scan_order_reaches_the_compiled_steps():
     np.testing.assert_array_equal(deep_mcem.infer_map(x, d, LAYERS, **kw)["features"], out["random"])
 
 
+@pytest.mark.slow
 def test_map_follows_the_scale_of_the_top_layer():
     """D[L] times 1/c, gamma_s (and its prior's rate b_w) times c^2 is the same model with W
     times c: the MAP is the same features times c. The W step is RMSprop's, whose size does

@@ -50,6 +50,7 @@ def _run(x, d, p, seed, anneal_sweeps, order=None):
                        colour_order=order, progress=None, **OLD)
 
 
+@pytest.mark.slow
 def test_scan_order_moves_frozen_chains_but_not_tempered_ones(strokes):
     x, d, truth, p = strokes
     g = LayerGeometry(hx=x.shape[1], wx=x.shape[2], c=1, dh=d.shape[0], dw=d.shape[1],
@@ -94,6 +95,7 @@ def test_annealing_past_burn_in_is_refused(strokes):
                            anneal_sweeps=3, progress=None)
 
 
+@pytest.mark.slow
 def test_independent_chains_average_over_decompositions(strokes):
     """One tempered chain still reports the one decomposition it settled in; the average
     of independent chains (features.infer_layer's ``chains``) tends to the posterior mean:

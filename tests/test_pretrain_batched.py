@@ -202,6 +202,7 @@ def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert (stream / "head.npz").exists()
 
 
+@pytest.mark.slow
 def test_batched_run_with_xla_and_a_stale_state_folder(tmp_path):
     """The (z, W) step compiled with XLA runs in the batched chain, and a state folder
     left by a run with other settings (here more batches) is cleared, not mixed in."""

@@ -49,6 +49,7 @@ def test_features_are_reproducible_and_shaped():
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 def test_jit_compile_per_layer_compiles_only_the_layers_it_names():
     """A per-layer list reaches each layer: layer 1 in graph mode gives bitwise the
     features of an all-graph run; layer 2 under XLA runs the same conditionals but XLA

@@ -281,6 +281,7 @@ def test_same_seed_gives_identical_sweeps():
     assert not np.array_equal(st3.d.numpy(), runs[0]["d"])
 
 
+@pytest.mark.slow
 def test_random_scan_compiles_with_xla():
     """The random scan's run-time colour and map choices compile under XLA (a pad whose
     widths came from the seed did not compile; a slice whose start did recompiled at

@@ -94,6 +94,7 @@ def _features(x, d, p, seed, sampler, order=None):
                        **sampler)
 
 
+@pytest.mark.slow
 def test_features_do_not_follow_the_scan_order(draws):
     """Reversing the colour order moves the old sampler's mean activity map ~20x further
     than a change of seed; the default's start and random scan leave it within the seed

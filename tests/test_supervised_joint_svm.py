@@ -192,6 +192,7 @@ def test_svm_steps_are_successive_scans():
 # The supervised chain
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_supervised_chain_resumes_exactly(tmp_path):
     """Killed after 3 sweeps and rerun, the chain ends where an uninterrupted one does
     (state, SVM and kept models are checkpointed); same seed, same numbers."""

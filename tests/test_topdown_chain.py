@@ -55,6 +55,7 @@ def test_refinement_recovers_a_known_two_layer_model():
     assert tr[-1]["gamma_e_mean"] > 2 * tr[0]["gamma_e_mean"]
 
 
+@pytest.mark.slow
 def test_masked_inference_fills_the_hidden_half_better_than_the_mean():
     """Dictionaries known, the bottom half of each image hidden, the chain started at the
     model's own draw of the hidden variables: 10 sweeps with only the observed pixels in
@@ -84,6 +85,7 @@ def test_masked_inference_fills_the_hidden_half_better_than_the_mean():
     assert ours < 0.5 * mean_fill, (ours, mean_fill)
 
 
+@pytest.mark.slow
 def test_missing_pixels_never_enter_inference():
     model, d_true, x = _draw(8, seed=4)
     mask = deep_chain.missing_mask(x.shape, "half")
@@ -97,6 +99,7 @@ def test_missing_pixels_never_enter_inference():
     np.testing.assert_array_equal(res2["features"], res["features"])
 
 
+@pytest.mark.slow
 def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
     """Exact, first sweep (theta is then at its prior mean, known): the reconstruction is
     g(E[S_top | rest], Z) with the Z of every block whose footprint is wholly hidden
@@ -125,6 +128,7 @@ def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
     np.testing.assert_allclose(one_draw[:, :8], want[:, :8], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
     """permute_maps is the same generative function; infer_topdown's chain 1 (its maps
     in another order) reports features and layer-1 outputs in the given map order: they
@@ -166,6 +170,7 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
         deep_chain.infer_topdown(x, d, LAYERS, chains=2, chain_orders="reversed", **kw)
 
 
+@pytest.mark.slow
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     model, d_true, x = _draw(6, seed=5)
     start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25)
@@ -243,6 +248,7 @@ def test_refinement_refuses_bad_input():
                           labels=np.zeros(len(x), int), progress=None)
 
 
+@pytest.mark.slow
 def test_chain_states_are_one_chain_kept_at_the_sweeps_asked():
     """chain_states keeps the states of one chain: asking for sweeps {0, 1, 3} or {3}
     gives the same state at 3 (one chain, not one per sweep), the same seed repeats it,

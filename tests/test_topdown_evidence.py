@@ -117,6 +117,7 @@ def test_the_true_state_is_more_probable_than_its_maps_shuffled():
             evidence.collapsed_log_prob(shuffled._replace(resid=true.resid), x, model, m)
 
 
+@pytest.mark.slow
 def test_posterior_gain_scores_the_chain_twice_and_repeats():
     """On images drawn from a known model, from every top unit off: the state 6 sweeps
     past the first is more probable in most images (the first sweep switches on what

@@ -88,6 +88,7 @@ def test_matched_order_is_by_decreasing_normalised_response():
         assert np.array_equal(order[:, n], np.argsort(-score, kind="stable"))
 
 
+@pytest.mark.slow
 def test_relabelled_maps_give_the_same_features_relabelled():
     """The matched scan's features are a function of the image and the model, not of how
     its top maps are numbered: with D[1]'s maps reversed, the first sweep's features (the

@@ -108,6 +108,7 @@ def test_geweke_global_gamma_s_finds_a_wrong_conditional(monkeypatch):
     assert z[4] > 5.0, z  # mean log gamma_s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["image_map", "global"])
 def test_fixed_dictionary_chains_draw_gamma_s_only_when_it_is_per_image(kind):
     """gamma_s per image and map is a local variable: the test-time chains (dictionaries
@@ -253,6 +254,7 @@ def test_two_layer_unit_images_by_frames_equal_one_pass_down_per_unit():
             np.testing.assert_allclose(fast(ci, k).numpy(), slow(ci, k).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_mask,maps_per_pass", [(False, None), (True, 2)])
 def test_windowed_passes_draw_what_the_whole_plane_passes_draw(use_mask, maps_per_pass, monkeypatch):
     """Blocks of layers 1 and 2 and the top units of a four-layer model (partial edge
@@ -315,6 +317,7 @@ def test_unpooling_maps_keep_their_channels_with_an_unknown_batch():
     assert f.get_concrete_function().structured_outputs.shape.as_list() == [None, g.hs, g.ws, g.k]
 
 
+@pytest.mark.slow
 def test_residual_stays_exact_through_a_sweep():
     model, x, st = _tiny(1)
     fn = make_sweep_fn(model)
@@ -347,6 +350,7 @@ def test_log_joint_terms_split_the_log_joint_by_image():
     assert lj == pytest.approx(t["fit"].sum() + t["codes"].sum() + t["shared"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_one_chunk_of_all_images_is_the_sweep():
     """Chunked wiring (slicing, joining, global steps, seeds, the adaptation flag as an
     argument): one chunk holding every image draws exactly what the unchunked sweep
@@ -366,6 +370,7 @@ def test_one_chunk_of_all_images_is_the_sweep():
     np.testing.assert_allclose(c.resid.numpy(), residual(c, x, model).numpy(), atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_layers", [2, 3])
 def test_chunked_d_steps_draw_what_one_call_draws(n_layers):
     """Every D step reading the images 2 at a time (5 images: two chunks and a remainder;
@@ -396,6 +401,7 @@ def test_chunked_d_steps_draw_what_one_call_draws(n_layers):
         np.testing.assert_allclose(a2.numpy(), a1.numpy(), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_sweeps():
     """The same seed twice: identical states. adapt="argument" (one trace for burn-in
     and collection, as deep_chain uses it) draws exactly what adapt=True draws; with the
@@ -494,6 +500,7 @@ def test_scan_orders():
         assert [int(v) for v in again[0]] == list(ids) and np.array_equal(again[1], maps)
 
 
+@pytest.mark.slow
 def test_the_random_scan_in_index_order_is_the_fixed_scan(monkeypatch):
     """The random scan picks each slot's colour and each step's map at run time (window
     offsets, masks, seeds); handed the index order it draws exactly what the fixed scan
