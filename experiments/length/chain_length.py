@@ -34,6 +34,9 @@ elements in the data plane, unsupervised beside supervised, most used first).
     nohup nice -n 19 python experiments/length/chain_length.py run --kind refine \\
         --results /work/longruns/clone/results/mnist --n-images 500 --sweeps 300 --chain 0 \\
         --out /work/longruns/length/refine_c0 > refine_c0.log 2>&1 &
+    # started under setsid instead (a session of its own), Linux's autogroup scheduler
+    # shares the cores between sessions first and nice ranks it only inside its session:
+    # then lower the session too, `echo 19 > /proc/<its pid>/autogroup`
     python experiments/length/chain_length.py read --results /work/longruns/clone/results/mnist \\
         --refine /work/longruns/length/refine_c0 --supervised /work/longruns/length/supervised_c0 \\
         --lengths 15 50 --n-train 1000 --n-test 1000 --out /tmp/length
