@@ -103,3 +103,18 @@ def test_a_quota_and_other_errors(tmp_path):
         with atomic.atomic_path(tmp_path / "b.txt"):
             raise OSError(errno.EIO, "I/O error")
     assert type(exc.value) is OSError and os.listdir(tmp_path) == []
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
+    """SIGKILL runs no cleanup: the temporary of a writer killed mid-write stays until the
+    next write of the same path removes it; other files, and another path's temporary,
+    stay."""
+    out = tmp_path / "layer1.npz"
+    killed = tmp_path / ".layer1.npz.ab3_x9qz.tmp"  # mkstemp's name for out's temporary
+    other = tmp_path / ".layer2.npz.ab3_x9qz.tmp"
+    near = tmp_path / ".layer1.npz.notmine.tmp"  # not a name mkstemp gives
+    for p in (killed, other, near):
+        p.write_bytes(b"half")
+    atomic.write_text(out, "done")
+    assert out.read_text() == "done"
+    assert not killed.exists() and other.exists() and near.exists()

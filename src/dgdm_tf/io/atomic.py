@@ -1,7 +1,9 @@
 """Atomic output writing: a crash never leaves a half-written result behind.
 
 Every file is written to a temporary sibling and moved into place with
-``os.replace``, which is atomic on POSIX file systems.
+``os.replace``, which is atomic on POSIX file systems. A writer killed outright (SIGKILL,
+a lost node) runs no cleanup and leaves its hidden temporary behind; the next write of the
+same path removes such leftovers, so a rerun leaves the folder as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import glob
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -55,6 +59,16 @@ def _human(n: float) -> str:
     return f"{n / 1024:.1f} GiB"
 
 
+def _remove_leftovers(path: Path) -> None:
+    """Remove the temporaries of earlier writers of ``path`` that were killed before they
+    could (mkstemp's names: ``.<name>.<8 characters>.tmp``)."""
+    pattern = re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
+    for old in glob.glob(glob.escape(str(path.parent / f".{path.name}.")) + "*.tmp"):
+        if pattern.fullmatch(os.path.basename(old)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in the same folder; move it onto ``path`` on success. A
@@ -76,6 +90,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+        _remove_leftovers(path)
     except OSError as exc:
         if exc.errno not in _FULL:
             raise
