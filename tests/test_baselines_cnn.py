@@ -237,6 +237,7 @@ def test_benchmark_scaling_rows(scaling):
         assert len(shared) == 3 and shared["seconds"].nunique() == 1
 
 
+@pytest.mark.slow
 def test_benchmarks_md_csv_and_scaling_figure(tmp_path, cnn_bench, scaling):
     machine = {"cpu": "test cpu", "cores": 2, "gpu": "none"}
     layers = pd.DataFrame([{"layer": 1, "batch_size": 4, "jit_compile": False,

@@ -3,6 +3,7 @@ follow from the run (state on disk, the unbatched chain's state), and its sectio
 results/benchmarks.md."""
 
 import pandas as pd
+import pytest
 
 from dgdm_tf.bench.report import render_benchmarks_md
 from dgdm_tf.core.layout import LayerGeometry
@@ -14,6 +15,7 @@ SPEC = {"name": "tiny", "image_shape": [12, 12, 1],
         "start": {"kind": "ridge", "threshold": 0.5, "ridge": 0.01, "iterations": 5}}
 
 
+@pytest.mark.slow
 def test_batched_pretrain_benchmark_row_from_its_own_process(tmp_path):
     row = run_isolated({**SPEC, "workdir": str(tmp_path)}, timeout=600)
     assert "error" not in row, row

@@ -70,6 +70,7 @@ def test_project_nodes_splits_the_per_image_work_and_adds_the_exchanges():
                         10 * (by[("chain", 4)]["compute_s_per_pass"] + by[("chain", 4)]["comm_s_per_pass"]) / 3600)
 
 
+@pytest.mark.slow
 def test_the_loopback_all_reduce_is_measured_between_two_workers():
     out = C.measure_allreduce([100, 200_000], workers=2, repeats=3, timeout=240)
     assert out["workers"] == 2 and [s["floats"] for s in out["sizes"]] == [100, 200_000]

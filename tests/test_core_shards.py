@@ -76,6 +76,7 @@ def test_topdown_chains_on_shards_gather_the_unsplit_result():
     _equal(deep_chain.gather_topdown(parts), whole)
 
 
+@pytest.mark.slow
 def test_classifier_on_shards_gathers_the_unsplit_result():
     model, d, x = known_model_data(N)
     rng = np.random.default_rng(1)

@@ -294,6 +294,16 @@ def test_pretrain_floor_ratio(tmp_path):
     assert (tmp_path / "pretrain_floor_ratio.csv").is_file() and len(got["summary"]) == 4
 
 
+@pytest.mark.slow
+def test_grappler_cost():
+    """One (setting, model, step) of the probe in this process, Grappler as the library
+    sets it ("on": the arithmetic optimizer alone off, so nothing changes for other tests)."""
+    rows = load_probe(EXPERIMENTS / "tracing" / "grappler_cost.py").main(["--one", "on", "tiny", "sweep"])
+    name, step, grappler, first, later, check = rows[0].split("\t")
+    assert (name, step, grappler) == ("tiny", "sweep", "on")
+    assert float(first) > 0 and float(later) > 0 and np.isfinite(float(check))
+
+
 #: each probe's smoke-run test above (a new probe needs one)
 def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
     """Blocks of `every` sweeps and a last short one; a chain resumed at its checkpoint
@@ -357,4 +367,5 @@ SMOKE_RUNS = {
     "svm_wide/feature_transform.py": test_feature_transform,
     "mixing/x_next_rank.py": test_x_next_rank,
     "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
+    "tracing/grappler_cost.py": test_grappler_cost,
 }

@@ -35,6 +35,7 @@ def _models_and_images(n=4, n_models=2, n_classes=3):
     return models, x, rng.normal(size=f), 1.0 + rng.random(f)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route, chains", [("mcem", 1), ("gibbs", 1), ("gibbs", 2)])
 def test_scores_average_each_models_own_decision_values(route, chains):
     models, x, mean, std = _models_and_images()

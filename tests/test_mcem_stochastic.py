@@ -49,6 +49,7 @@ def test_delta_recursion_equals_autodiff(layers, shape):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5 * scale)
 
 
+@pytest.mark.slow
 def test_rmsprop_step_raises_the_sampled_q():
     layers = [{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 2, "pool": 1}]
     model, d, x, samples = _samples(layers, (11, 12, 2))

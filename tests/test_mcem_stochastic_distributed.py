@@ -24,6 +24,7 @@ from _smcem_model import known_model_data
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_shard_gradients_sum_to_the_whole_batch():
     """grad_delta of each half with N/2 as its total, summed, plus the prior's D once
     more, equals grad_delta of the whole batch (the same samples): the replicas' sum."""

@@ -84,6 +84,7 @@ def test_map_beats_averaged_gibbs_features_in_exact_posterior_density():
     assert lp_map.sum() > lp_gibbs.sum(), (lp_map, lp_gibbs)
 
 
+@pytest.mark.slow
 def test_scan_order_reaches_the_compiled_steps():
     """infer_map's compiled sweeps and iterations, shared between calls by the cached
     builders, are per scan order: the fixed and the random scan give other features from

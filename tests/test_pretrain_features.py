@@ -26,6 +26,7 @@ def _model_data(n=200, seed=0):
     return x.astype(np.float32), d, s, p
 
 
+@pytest.mark.slow
 def test_posterior_mean_features_recover_the_true_pooled_codes():
     x, d, s, p = _model_data()
     truth = pool(s, p).numpy()

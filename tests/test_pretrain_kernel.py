@@ -220,7 +220,8 @@ def test_geweke_joint_distribution(jit_compile):
 SMALL = (80, 5, 2024)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+# XLA compiles the same kernel: the slow tier checks it (the graph path is the default)
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"])
 def test_geweke_joint_distribution_small(jit_compile):
     """The test above at the default tier's size (SMALL: 80 chains of 5 sweeps), whose power
     the next test shows."""

@@ -123,6 +123,7 @@ def test_features_do_not_follow_the_scan_order(draws):
     assert new["truth"] > old["truth"] + 0.25, out
 
 
+@pytest.mark.slow
 def test_features_shift_with_the_image(draws):
     """An image shifted by one pooling block (content kept inside the frame) gives the
     features shifted by one cell, up to the chain's seed-to-seed spread; the old

@@ -193,6 +193,7 @@ def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     assert "starting afresh" in said[0]
 
 
+@pytest.mark.slow
 def test_on_step_reads_every_sweep_and_leaves_the_draws_unchanged():
     """run_refine's on_step sees each sweep's state; a chain with it draws the same bits,
     and the states it saw, summed over the collected sweeps as the chain sums them, give

@@ -6,6 +6,7 @@ only (not on the seed, hence not on any scan order); missing pixels do not enter
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel, dense_indicators, generate, layer_inputs
@@ -29,6 +30,7 @@ def _draws(n=8, noise=0.0, seed=0):
     return model, d, s.astype(np.float32), z, (x + noise * rng.normal(size=x.shape)).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_the_fit_through_the_model_recovers_the_top_layer_given_z():
     """Every unit on (threshold 0), the true Z, noiseless images: the weights come back
     to a relative error of 1e-2 (the ridge's bias and 200 CG steps in float32)."""

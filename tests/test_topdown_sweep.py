@@ -567,6 +567,7 @@ def test_fixed_and_random_scans_draw_differently_and_keep_the_residual():
         DeepModel((12, 13, 2), [{"dict_size": 2, "n_dict": 2, "pool": 1}], scan="sequential")
 
 
+@pytest.mark.slow
 def test_adapted_hmc_step_stays_within_half_the_stability_limit():
     """Burn-in adaptation raises the step while HMC accepts above its target, but never
     past log step 0 (eps = 1 / sqrt(lambda_max estimate), half the leapfrog's limit)."""

@@ -251,70 +251,50 @@ def test_only_the_keys_a_rule_reads_rerun_it(tiny_run, tmp_path):
 
 
 # ------------------------------------------------------ the same bits, other ways
-def test_two_rules_rerun_give_the_same_bits(tiny_copy):
-    """Refinement and the pretrained row's SVM, forced to run again on the same inputs:
-    the refined model and the row's metrics and predictions are bit for bit the first
-    run's (timings aside)."""
+def test_shards_two_workers_and_a_forced_svm_give_the_first_runs_bits(tiny_copy, tmp_path):
+    """One rerun of three of the run's rules, each another way, in one Snakemake call
+    (each call pays its own start, TensorFlow imports and traces):
+
+    - `shards: 2`: the pretrained row's features as 2 shard jobs per split and a gather,
+      which writes every array of features.npz and every value of mixing.json of the
+      unsplit run (times aside; the other split rules share the scripts' shard path,
+      their functions' shards are checked bit for bit in tests/test_core_shards.py);
+    - `refine.workers: 2`: two local worker processes, each sweeping one of the 2 chunks
+      of 20 images, write the refined model of the run's `workers: 1`, bit for bit;
+    - the pretrained row's `svm`, forced on those gathered features: its predictions and
+      errors are the first run's, bit for bit."""
     repo, cfg = tiny_copy
-    before = {"model": _npz(repo / f"{DS}/refine/model.npz"),
-              "pred": (repo / f"{DS}/pretrained_svm/predictions.csv").read_bytes(),
-              "metrics": json.loads((repo / f"{DS}/pretrained_svm/metrics.json").read_text())}
-    r = snakemake(repo, "--cores", "2", f"{DS}/refine/model.npz", f"{DS}/pretrained_svm/metrics.json",
-                  "--forcerun", "refine", "svm", "--configfile", str(cfg), timeout=900)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-5000:]
-    assert "rule refine:" in out and "rule svm:" in out and "rule features:" not in out
-    after = _npz(repo / f"{DS}/refine/model.npz")
-    assert sorted(after) == sorted(before["model"])
-    for k, v in before["model"].items():
-        np.testing.assert_array_equal(after[k], v, err_msg=k)
-    assert (repo / f"{DS}/pretrained_svm/predictions.csv").read_bytes() == before["pred"]
-    m = json.loads((repo / f"{DS}/pretrained_svm/metrics.json").read_text())
-    assert m["test_error_pct"] == before["metrics"]["test_error_pct"]
-    assert m["train_error_pct"] == before["metrics"]["train_error_pct"]
+    feats, model = f"{DS}/pretrained_svm/features.npz", f"{DS}/refine/model.npz"
+    metrics, pred = f"{DS}/pretrained_svm/metrics.json", f"{DS}/pretrained_svm/predictions.csv"
 
+    def mixing():
+        m = json.loads((repo / f"{DS}/pretrained_svm/mixing.json").read_text())
+        m["alg2"].pop("seconds")  # a time, not a result
+        return m
 
-def test_split_features_gather_the_unsplit_output_bitwise(tiny_copy, tmp_path):
-    """`shards: 2`: the pretrained row's features rerun as 2 shard jobs per split and a
-    gather, which writes every array of features.npz and every value of mixing.json of
-    the unsplit run (times aside). The other split rules share the scripts' shard path;
-    their functions' shards are checked bit for bit in tests/test_core_shards.py."""
-    repo, cfg = tiny_copy
-    target = f"{DS}/pretrained_svm/features.npz"
-
-    def outputs():
-        mixing = json.loads((repo / f"{DS}/pretrained_svm/mixing.json").read_text())
-        mixing["alg2"].pop("seconds")  # a time, not a result
-        return _npz(repo / target, drop=("wall_seconds",)), mixing
-
-    whole, whole_mixing = outputs()
-    r = snakemake(repo, "--cores", "2", target, "--configfile",
-                  str(_config(cfg, tmp_path / "shards2.yaml", shards=2)), timeout=900)
+    before = {"features": _npz(repo / feats, drop=("wall_seconds",)), "mixing": mixing(),
+              "model": _npz(repo / model), "pred": (repo / pred).read_bytes(),
+              "metrics": json.loads((repo / metrics).read_text())}
+    edited = _config(cfg, tmp_path / "shards2_workers2.yaml", lambda b: b["refine"].update(workers=2),
+                     shards=2)
+    r = snakemake(repo, "--cores", "2", feats, model, metrics, "--forcerun", "svm",
+                  "--configfile", str(edited), timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
-    assert "rule features_shard:" in out and "rule pretrain_layer:" not in out
+    assert "rule features_shard:" in out and "rule svm:" in out and "rule pretrain_layer:" not in out
     assert len(list((repo / f"{DS}/pretrained_svm/shards").glob("*_?of2.npz"))) == 4
-    got, got_mixing = outputs()
-    assert sorted(got) == sorted(whole)
-    for k in whole:
-        np.testing.assert_array_equal(got[k], whole[k], err_msg=k)
-    assert got_mixing == whole_mixing
-
-
-def test_refinement_on_two_local_workers_writes_the_one_process_model(tiny_copy, tmp_path):
-    """`refine.workers: 2` (the rule starts two local worker processes, each sweeping
-    one of the 2 chunks of 20 images) writes the refined model of the run's
-    `workers: 1`, bit for bit."""
-    repo, cfg = tiny_copy
-    target = f"{DS}/refine/model.npz"
-    want = _npz(repo / target)
-    r = snakemake(repo, "--cores", "2", target, "--configfile",
-                  str(_config(cfg, tmp_path / "workers2.yaml", lambda b: b["refine"].update(workers=2))),
-                  timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = _npz(repo / feats, drop=("wall_seconds",))
+    assert sorted(got) == sorted(before["features"])
+    for k, v in before["features"].items():
+        np.testing.assert_array_equal(got[k], v, err_msg=k)
+    assert mixing() == before["mixing"]
     assert "refining with 2 workers" in (repo / "results/logs/refine/mnist_smoke.log").read_text()
-    got = _npz(repo / target)
-    assert sorted(got) == sorted(want)
-    for k, v in want.items():
+    got = _npz(repo / model)
+    assert sorted(got) == sorted(before["model"])
+    for k, v in before["model"].items():
         if k != "refine_config":  # it names its worker count
             np.testing.assert_array_equal(got[k], v, err_msg=k)
+    assert (repo / pred).read_bytes() == before["pred"]
+    m = json.loads((repo / metrics).read_text())
+    assert (m["test_error_pct"], m["train_error_pct"]) == (before["metrics"]["test_error_pct"],
+                                                           before["metrics"]["train_error_pct"])

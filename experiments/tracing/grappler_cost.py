@@ -63,21 +63,25 @@ def one(grappler: str, name: str, step: str, repeats: int = 3) -> str:
     return f"{name}\t{step}\t{grappler}\t{first:.1f}\t{min(walls):.3f}\t{check!r}"
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> list[str]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--one", nargs=3, metavar=("GRAPPLER", "MODEL", "STEP"),
                     help="GRAPPLER: on, off, or a comma list of the passes to turn off")
     a = ap.parse_args(argv)
     if a.one:
-        print(one(*a.one))
-        return
+        row = one(*a.one)
+        print(row)
+        return [row]
     print("model\tstep\tgrappler\tfirst call CPU s\tlater call wall s (best of 3)\tsum of S[L] after")
+    rows = []
     for name in MODELS:
         for step in ("sweep", "alg2"):
             for g in ("on", "off"):
                 r = subprocess.run([sys.executable, __file__, "--one", g, name, step],
                                    capture_output=True, text=True, check=True)
-                print(r.stdout.strip().splitlines()[-1], flush=True)
+                rows.append(r.stdout.strip().splitlines()[-1])
+                print(rows[-1], flush=True)
+    return rows
 
 
 if __name__ == "__main__":
