@@ -154,6 +154,12 @@ def test_top_down_model_outputs(tiny_run):
                                               "refine", "topdown_features", "svm"}
     assert m["refine_n_images"] == 40 and m["n_features"] == 2 * 2 * m["dict_sizes"][-1]
     assert 0.0 <= m["pretrained_same_subset_test_error_pct"] <= 100.0
+    # the row's features are the refined model's (rule topdown_features), not another row's:
+    # their record names the refinement chain they came from
+    mix = json.loads((repo / f"{DS}/unsupervised_svm/mixing.json").read_text())
+    assert mix["refine_chain"]["n_sweeps"] == 3 and mix["route"] == "alg2", sorted(mix)
+    with np.load(repo / f"{DS}/unsupervised_svm/features.npz") as z:
+        assert z["f_train"].shape == (80, m["n_features"]), z.files
     inp = json.loads((repo / f"{DS}/inpainting/metrics.json").read_text())
     assert set(inp["hidden_pixels"]) == {"refined", "pretrained", "mean_fill"}
     for v in inp["hidden_pixels"].values():
