@@ -29,7 +29,7 @@ from dgdm_tf.core.compiled import clear_builder_caches  # noqa: E402  (after SRC
 HEAVIEST_FIRST = (
     "test_workflow.py", "test_workflow_tiny.py", "test_topdown_sweep.py", "test_supervised_joint_svm.py",
     "test_workflow_datasets.py", "test_workflow_scale.py", "test_topdown_refine_distributed.py",
-    "test_experiments.py", "test_topdown_chain.py", "test_pretrain_batched.py", "test_bench_mcem.py",
+    "test_experiments.py", "test_topdown_chain.py", "test_pretrain_batched.py",
     "test_mcem_stochastic.py", "test_data.py",
 )
 

@@ -264,7 +264,7 @@ def test_shards_two_workers_and_a_forced_svm_give_the_first_runs_bits(tiny_copy,
     - `shards: 2`: the pretrained row's features as 2 shard jobs per split and a gather,
       which writes every array of features.npz and every value of mixing.json of the
       unsplit run (times aside; the other split rules share the scripts' shard path,
-      their functions' shards are checked bit for bit in tests/test_core_shards.py);
+      their functions' shards are checked bit for bit in tests/test_core_shards.py, slow tier);
     - `refine.workers: 2`: two local worker processes, each sweeping one of the 2 chunks
       of 20 images, write the refined model of the run's `workers: 1`, bit for bit;
     - the pretrained row's `svm`, forced on those gathered features: its predictions and

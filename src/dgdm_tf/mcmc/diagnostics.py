@@ -300,6 +300,11 @@ SETTLE_TOLERANCE = 1.0
 SETTLE_MIN_WINDOW = 12
 
 
+def drift_window(n_sweeps: int) -> int:
+    """How many of a trace's last sweeps :func:`drift` reads: the last third, at least 3."""
+    return max(n_sweeps // 3, 3)
+
+
 def drift(trace) -> float:
     """How far a trace still moves: over the last third of its sweeps (burn-in included,
     non-finite values left out), the least-squares slope times the window's length,
@@ -310,7 +315,7 @@ def drift(trace) -> float:
     constant window; NaN for fewer than 3 finite values."""
     t = np.asarray(trace, np.float64).ravel()
     idx = np.arange(len(t))
-    keep = idx >= len(t) - max(len(t) // 3, 3)
+    keep = idx >= len(t) - drift_window(len(t))
     keep &= np.isfinite(t)
     w, i = t[keep], idx[keep].astype(np.float64)
     if len(w) < 3:
@@ -362,8 +367,8 @@ def trace_settlement(chains, *, collected, tolerance: float = SETTLE_TOLERANCE) 
         if np.isfinite(worst) and abs(worst) > tolerance:
             drifting.append(name)
     n_draws = int(collected.sum())
-    window = max(len(collected) // 3, 3)
-    settled = False if drifting else (None if window < SETTLE_MIN_WINDOW else True)
+    short = drift_window(len(collected)) < SETTLE_MIN_WINDOW
+    settled = False if drifting else (None if short else True)
     how = ("across the chains, each split in halves" if len(chains) > 1
            else "of the one chain's two halves")
     return {"settled": settled, "drifting": drifting, "tolerance": float(tolerance),
