@@ -67,17 +67,76 @@ PY
 # squeue, as an operator would find it.
 running_job() { squeue -h -t RUNNING -o '%i %j %T %M %Z' | awk -v d="$1" '$5 == d'; }
 
-# cancel_mid_chain <dir> <checkpoint.npz> <snakemake pid> <sweeps> <target>: once the
-# chain's checkpoint holds sweep >= 2, scancel the copy's running job (as a pre-emption
+# cancel_mid_chain <dir> <checkpoint.npz> <snakemake pid> <sweeps> <target> [<log>]: once
+# the chain's checkpoint holds sweep >= 2, scancel the copy's running job (as a pre-emption
 # would); fails unless the chain was still running (sweep < sweeps, target not written).
+# Sets CANCEL_JOB, CANCEL_AT (epoch seconds of the scancel) and, given the chain's log,
+# CANCEL_SWEEP: the last sweep its progress lines reported done at the scancel (the chain
+# was then in the next one).
 cancel_mid_chain() {
-    local dir=$1 ckpt=$2 pid=$3 sweeps=$4 target=$5 sweep line job
+    local dir=$1 ckpt=$2 pid=$3 sweeps=$4 target=$5 log=${6:-} sweep line job
     sweep=$(wait_checkpoint "$dir/$ckpt" "$pid" 2) || { kill "$pid" 2>/dev/null; die "poll"; }
     line=$(running_job "$dir" | head -1)
     job=$(awk '{print $1}' <<<"$line")
     [ -n "$job" ] || { kill "$pid"; die "no running job of $dir in squeue"; }
+    CANCEL_SWEEP=
+    [ -z "$log" ] || CANCEL_SWEEP=$(last_sweep "$dir/$log" "$sweeps")
+    CANCEL_AT=$(date +%s.%N)
     scancel "$job"
+    CANCEL_JOB=$job
     say "squeue before the kill: $line"
-    say "scancel $job at checkpoint sweep $sweep of $sweeps"
+    say "scancel $job at checkpoint sweep $sweep of $sweeps${CANCEL_SWEEP:+, the log at sweep $CANCEL_SWEEP done}"
     [ "$sweep" -lt "$sweeps" ] && [ ! -e "$dir/$target" ] || die "the chain had ended: not killed mid-chain"
+}
+
+# last_sweep <log> <sweeps>: the last sweep a chain's progress lines ("... sweep 7/60 (")
+# report done; 0 before the first.
+last_sweep() {
+    local s
+    s=$({ grep -o " sweep [0-9]*/$2 (" "$1" 2>/dev/null || true; } | tail -1 | sed 's|^ sweep \([0-9]*\)/.*|\1|')
+    printf '%s\n' "${s:-0}"
+}
+
+# watch_leave <job> <scancel epoch> <checkpoint.npz> <log>: poll (every 0.1 s) until the
+# cancelled job has left squeue; print the seconds from the scancel to the job's
+# COMPLETING state, to its leaving squeue, to the chain's "SIGTERM: stopped after sweep
+# N/M" line in its log and to its checkpoint's last sweep, then that line's N (the sweep
+# it stopped after; "none" when the log has no such line). Gives up after 600 s.
+watch_leave() {
+    python - "$@" <<'PY'
+import re, subprocess, sys, time
+import numpy as np
+job, t0, ckpt, log = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+stop_re = re.compile(r"SIGTERM: stopped after sweep (\d+)/\d+[^\n]*")
+completing = gone = stopped_at = None
+stop_line, ckpt_sweep, ckpt_at = None, None, None
+while time.time() - t0 < 600:
+    now = time.time()
+    state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                           text=True).stdout.strip()
+    if state != "RUNNING" and completing is None:
+        completing = now
+    if stop_line is None:
+        with open(log, errors="replace") as f:
+            m = stop_re.search(f.read())
+        if m:
+            stop_line, stopped_at = m, now
+    try:
+        with np.load(ckpt) as z:
+            s = int(z["sweep"])
+        if s != ckpt_sweep:
+            ckpt_sweep, ckpt_at = s, now
+    except (OSError, KeyError, ValueError, EOFError):
+        pass
+    if not state:
+        gone = now
+        break
+    time.sleep(0.1)
+fmt = lambda t: "never" if t is None else f"{t - t0:.1f} s"
+print(f"job {job} after the scancel: COMPLETING {fmt(completing)}, left squeue {fmt(gone)}; "
+      f"checkpoint at sweep {ckpt_sweep} {fmt(ckpt_at)}; the log's SIGTERM line {fmt(stopped_at)}"
+      + (f": {stop_line.group(0)}" if stop_line else ""))
+print(stop_line.group(1) if stop_line else "none")
+sys.exit(0 if gone is not None else 1)
+PY
 }

@@ -9,9 +9,11 @@
 # about half an hour on 2 cores.
 #   profiles/slurm/testbed/setup.sh                       # once, as root
 #   nice -n 15 profiles/slurm/testbed/smoke.sh /tmp/slurm_smoke
-# Prints the job count, the refine jobs (sacct -c), the sweep at the kill, the log's
-# worker and resume lines, "identical" (or the arrays that differ) and the MNIST table;
-# exits non-zero on any failure.
+# Prints the job count, the refine jobs (sacct -c), the sweep at the kill, the seconds
+# the cancelled job took to leave and the sweep its chain stopped after (it must stop
+# within one sweep, issue 55), the log's worker and resume lines (the resubmission must
+# resume there), "identical" (or the arrays that differ) and the MNIST table; exits
+# non-zero on any failure.
 set -euo pipefail
 NAME=smoke
 source "$(dirname "$0")/common.sh"
@@ -42,7 +44,17 @@ copy_tree "$WORK/run"
 say "smoke config through Slurm in $WORK/run"
 smk "$WORK/run" "$CFG" results/tables.md >"$WORK/run.out" 2>&1 &
 SMK=$!
-cancel_mid_chain "$WORK/run" "$CKPT" "$SMK" "$SWEEPS" "$REFINED"
+cancel_mid_chain "$WORK/run" "$CKPT" "$SMK" "$SWEEPS" "$REFINED" "$LOG"
+# Issue 55, item 3: Slurm sends SIGTERM to every task of the job's steps, the chain's 2
+# workers among them; they finish the sweep they are in, write the checkpoint and exit 143,
+# before KillWait's SIGKILL (30 s).
+LEAVE=$(watch_leave "$CANCEL_JOB" "$CANCEL_AT" "$WORK/run/$CKPT" "$WORK/run/$LOG") ||
+    { printf '%s\n' "$LEAVE"; die "job $CANCEL_JOB still in squeue 600 s after the scancel"; }
+say "$(head -1 <<<"$LEAVE")"
+STOPPED=$(tail -1 <<<"$LEAVE")
+[ "$STOPPED" != none ] || die "the chain's log has no 'SIGTERM: stopped after sweep' line: the workers did not stop on the signal"
+say "cancelled in sweep $(( CANCEL_SWEEP + 1 )) (sweep $CANCEL_SWEEP done), stopped after sweep $STOPPED"
+[ "$STOPPED" -le $(( CANCEL_SWEEP + 1 )) ] || die "the chain went on for $(( STOPPED - CANCEL_SWEEP )) sweeps after the scancel, not within one"
 if wait "$SMK"; then
     say "snakemake resubmitted the job itself (retries: 1) and finished"
 else
@@ -60,6 +72,12 @@ WORKERS=$(grep -m1 "refining with 2 workers" "$WORK/run/$LOG") || die "no 'refin
 RESUMED=$(grep -m1 "resuming refinement from checkpoint" "$WORK/run/$LOG") || die "no 'resuming refinement from checkpoint' in $LOG"
 say "log: $WORKERS"
 say "log: $RESUMED"
+grep "resuming refinement from checkpoint at sweep $STOPPED/$SWEEPS " <<<"$RESUMED" >/dev/null ||
+    die "the resubmission did not resume at sweep $STOPPED, where the cancelled job stopped"
+say "the cancelled job in the completion log (sacct -c; its End is the scancel's time):"
+sacct -c -j "$CANCEL_JOB" -o JobID,NCPUS,State,Start,End,Elapsed 2>/dev/null || true
+SLOG=$(find "$WORK/run/.snakemake/slurm_logs" -name "$CANCEL_JOB.log" | head -1)
+[ -z "$SLOG" ] || grep -h "CANCELLED\|Exited\|Killed\|forcing" "$SLOG" | sed "s/^/$NAME: job $CANCEL_JOB's log: /" || true
 
 # ------------------------------------------------------------ 2. the refinement, uninterrupted
 # The first copy's data and pretrained layers (timestamps kept, so snakemake reruns
