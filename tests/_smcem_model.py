@@ -31,3 +31,10 @@ def labelled(n, seed):
 
 
 SVM = {"hyper": {"gamma": 1.0, "kappa": 0.5, "bias_var": 100.0}, "start": 1, "step_power": 0.7}
+
+#: the supervised MCEM run of the resumption tests (the random scan; the SVM from iteration 1)
+MCEM = dict(iterations=5, batch_size=16, sweeps=2, lr=0.02, checkpoint_every=2, scan="random",
+            svm=SVM["hyper"], supervise_from=SVM["start"], beta_step_power=SVM["step_power"])
+#: model averaging from it
+AVERAGING = dict(keep=2, thin=2, sweeps=1, gamma_s=1.0, svm=SVM["hyper"], n_leapfrog=3,
+                 checkpoint_every=1, scan="random")

@@ -12,13 +12,14 @@ import functools
 import numpy as np
 import pytest
 
-from dgdm_tf.data.minibatches import array_batches
+from dgdm_tf.data.minibatches import ArrayData
 from dgdm_tf.mcem import averaging as A, stochastic as M
+from dgdm_tf.mcem.options import AveragingOptions, McemOptions, McemStart
 from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.pretrain import chain
 from dgdm_tf.topdown import refine
 from _damage import random_bytes, truncate
-from _smcem_model import HYPER, LAYERS as MCEM_LAYERS, SVM, labelled
+from _smcem_model import AVERAGING, HYPER, LAYERS as MCEM_LAYERS, MCEM, labelled
 from _topdown_model import LAYERS, draw as _draw
 
 
@@ -60,16 +61,14 @@ def _refine(ck, stop_after, progress, supervised=False):
                              progress=progress)
 
 
-def _mcem_kw():
-    d_true, x, y = labelled(32, seed=5)
-    return x, dict(seed=3, iterations=5, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER, y=y,
-                   n_classes=2, svm=SVM, dictionaries=d_true, checkpoint_every=2)
+def _checkpoint(ck, stop_after):
+    return None if ck is None else CheckpointDir(ck, stop_after=stop_after, trace=None)
 
 
 def _mcem(ck, stop_after, progress):
-    x, kw = _mcem_kw()
-    return M.run_mcem(x, MCEM_LAYERS, checkpoint_dir=ck, stop_after=stop_after,
-                      progress=progress, **kw)
+    d_true, x, y = labelled(32, seed=5)
+    return M.run_mcem(x, McemStart(MCEM_LAYERS, HYPER, d_true), McemOptions(**MCEM), seed=3, y=y,
+                      checkpoint=_checkpoint(ck, stop_after), progress=progress)
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,12 +77,12 @@ def _mcem_model():
 
 
 def _averaging(ck, stop_after, progress):
-    x, kw = _mcem_kw()
-    return A.run_averaging(array_batches(x, kw["y"], 16, seed=4), x.shape[1:], MCEM_LAYERS,
-                           mcem=_mcem_model(), n_total=len(x), n_classes=2, seed=6, keep=2,
-                           thin=2, sweeps=1, gamma_s=1.0, svm_hyper=SVM["hyper"], n_leapfrog=3,
-                           hyper=HYPER, checkpoint_every=1, checkpoint_dir=ck,
-                           stop_after=stop_after, progress=progress)
+    _, x, y = labelled(32, seed=5)
+    m = _mcem_model()
+    return A.run_averaging(ArrayData(x, y, 16, seed=4, n_classes=2),
+                           McemStart(MCEM_LAYERS, HYPER, m["D"], m["beta"], m["mean"], m["std"]),
+                           AveragingOptions(**AVERAGING), seed=6,
+                           checkpoint=_checkpoint(ck, stop_after), progress=progress)
 
 
 #: (chain, its checkpoint under the folder, the steps of the stopped run)

@@ -9,9 +9,14 @@ import pytest
 
 from dgdm_tf.core import options as core_options
 from dgdm_tf.topdown.options import RefineOptions, SupervisedOptions
+from dgdm_tf.topdown.options import InpaintOptions, TopdownOptions
+from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, McemOptions,
+                                  PredictOptions)
 
 #: every options class (one per config block of an entry point)
 OPTIONS = [RefineOptions, SupervisedOptions]
+OPTIONS += [TopdownOptions, InpaintOptions, MapOptions, Alg2Options, PredictOptions, McemOptions,
+            AveragingOptions]
 
 
 def _schema_default(cls, where: str):
@@ -84,6 +89,48 @@ def test_from_config_translates_the_block():
         RefineOptions.from_config({"chains": 0})
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.burn_in = 4
+
+
+@pytest.mark.parametrize("cls, key", [
+    (TopdownOptions, "collects"), (InpaintOptions, "chains"), (MapOptions, "tol"),
+    (Alg2Options, "iterations"), (PredictOptions, "scan"), (McemOptions, "step_power"),
+    (AveragingOptions, "gamma_s")], ids=lambda v: getattr(v, "__name__", v))
+def test_the_test_time_and_mcem_blocks_refuse_a_key_they_do_not_know(cls, key):
+    """A misspelt key, or a field the block has no key for (the library's only), is
+    refused by name with the block's keys."""
+    known = ", ".join(sorted(set(core_options.keys(cls.BLOCK)) | set(cls.OTHER_KEYS)))
+    with pytest.raises(ValueError) as err:
+        cls.from_config({key: 1})
+    assert str(err.value) == f"{cls.BLOCK_NAME}: unknown key {key!r}; the block knows: {known}"
+
+
+def test_the_test_time_and_mcem_options_derive_their_settings_once():
+    t = TopdownOptions.from_config({"n_train": 5, "route": "alg2", "alg2": {"tol": 0}, "burn_in": 2,
+                                    "collect": 3, "start": {"kind": "ridge", "iterations": 9}})
+    assert (t.sweeps, t.chains, t.ridge_start.iterations) == (5, 2, 9)
+    assert TopdownOptions().ridge_start is None and InpaintOptions().ridge_start.threshold == 0.1
+    assert InpaintOptions.from_config({"mask": "blocks", "block": 4}).chains == 1
+    a = dataclasses.replace(Alg2Options.from_config({"max_iterations": 3}), scan="random").map
+    assert a == MapOptions(burn_in=1, iterations=3, tol=0.01, batch_size=256, scan="random")
+    p = PredictOptions.from_supervised({"scan": "random", "predict": {"features": "gibbs", "chains": 2,
+                                                                       "models": 4}})
+    assert p.route == TopdownOptions(burn_in=1, collect=1, chains=2, batch_size=128, scan="random",
+                                     start=None)
+    assert PredictOptions(tol=0.5).route == MapOptions(burn_in=1, iterations=1, tol=0.5, batch_size=128,
+                                                       scan="fixed")
+    m = McemOptions.from_config({"svm": {"kappa": 0.25}, "distribute": True, "keep_checkpoints": False})
+    assert (m.svm_hyper.kappa, m.svm_hyper.gamma) == (0.25, 1.0)
+    v = AveragingOptions.from_blocks({"keep": 3, "thin": 4, "keep_checkpoints": True},
+                                     {"gamma_s": 2.0, "svm": {"gamma": 3.0}, "scan": "random"})
+    assert (v.total, v.gamma_s, v.svm_hyper.gamma, v.scan) == (12, 2.0, 3.0, "random")
+    for bad, says in ((lambda: TopdownOptions(chains=0), "chains must be >= 1"),
+                      (lambda: TopdownOptions(chain_orders="reversed"), "chain_orders"),
+                      (lambda: MapOptions(iterations=0), "iterations >= 1"),
+                      (lambda: PredictOptions(features="map"), "'mcem' or 'gibbs'"),
+                      (lambda: McemOptions(beta_step_power=0.5), r"\(0.5, 1\]"),
+                      (lambda: AveragingOptions(thin=0), "thin >= 1")):
+        with pytest.raises(ValueError, match=says):
+            bad()
 
 
 def test_a_missing_schema_is_a_clear_error(monkeypatch, tmp_path):

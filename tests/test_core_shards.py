@@ -13,8 +13,10 @@ from dgdm_tf.core.shards import concat_parts, image_range, shard_bounds
 from dgdm_tf.io.shards import read_shard, read_shards, write_shard
 from dgdm_tf.mcem import classify as mcem_classify
 from dgdm_tf.mcem import test_time
+from dgdm_tf.mcem.options import MapOptions
 from dgdm_tf.pretrain import block_posterior
 from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown.options import Start, TopdownOptions
 
 from _smcem_model import HYPER, LAYERS, known_model_data
 
@@ -50,17 +52,18 @@ def test_shard_bounds_cut_whole_batches_in_order():
 @pytest.mark.slow
 def test_algorithm2_on_shards_gathers_the_unsplit_result(tmp_path):
     model, d, x = known_model_data(N)
-    kw = dict(seed=6, burn_in=2, iterations=8, tol=0.1, batch_size=BATCH, gamma_s=1.0,
-              gamma_e_init=10.0, hyper=HYPER, progress=None)
-    whole = test_time.infer_map(x, d, LAYERS, **kw)
+    args = (Start(d, LAYERS, HYPER, gamma_e_init=10.0, gamma_s_init=1.0),
+            MapOptions(burn_in=2, iterations=8, tol=0.1, batch_size=BATCH))
+    kw = dict(seed=6, progress=None)
+    whole = test_time.infer_map(x, *args, **kw)
     assert len(np.unique(whole["iterations"])) > 1  # images stop at different iterations
-    parts = _sharded(lambda images: test_time.infer_map(x, d, LAYERS, images=images, **kw), 2)
+    parts = _sharded(lambda images: test_time.infer_map(x, *args, images=images, **kw), 2)
     _equal(test_time.gather_map(parts), whole)
     # through the shards' files, as the workflow hands them over
     paths = []
     for i, r in enumerate(shard_bounds(N, 3, BATCH)):
         paths.append(tmp_path / f"s{i}.npz")
-        write_shard(paths[-1], test_time.infer_map(x, d, LAYERS, images=r, **kw), r)
+        write_shard(paths[-1], test_time.infer_map(x, *args, images=r, **kw), r)
     _equal(test_time.gather_map(read_shards(paths, N, "test")), whole)
 
 
@@ -69,10 +72,12 @@ def test_topdown_chains_on_shards_gather_the_unsplit_result():
     model, d, x = known_model_data(N)
     mask = np.ones_like(x)
     mask[:, 3:] = 0.0
-    kw = dict(seed=3, burn_in=1, collect=4, batch_size=BATCH, gamma_s=1.0, hyper=HYPER,
-              chains=2, keep_chains=True, keep_draws=True, mask=mask, progress=None)
-    whole = deep_chain.infer_topdown(x, d, LAYERS, **kw)
-    parts = _sharded(lambda images: deep_chain.infer_topdown(x, d, LAYERS, images=images, **kw), 2)
+    args = (Start(d, LAYERS, HYPER, gamma_s_init=1.0),
+            TopdownOptions(burn_in=1, collect=4, batch_size=BATCH, chains=2, keep_chains=True,
+                           keep_draws=True, scan="random", start=None))
+    kw = dict(seed=3, mask=mask, progress=None)
+    whole = deep_chain.infer_topdown(x, *args, **kw)
+    parts = _sharded(lambda images: deep_chain.infer_topdown(x, *args, images=images, **kw), 2)
     _equal(deep_chain.gather_topdown(parts), whole)
 
 
@@ -82,13 +87,12 @@ def test_classifier_on_shards_gathers_the_unsplit_result():
     rng = np.random.default_rng(1)
     f = int(np.prod([model.top.hs, model.top.ws, model.top.k]))
     models = [(d, rng.normal(size=(3, f + 1))), ([v * 1.1 for v in d], rng.normal(size=(3, f + 1)))]
-    kw = dict(route="mcem", seeds=[4, 9], burn_in=1, batch_size=BATCH, gamma_s=1.0,
-              iterations=4, tol=1e-3, rmsprop={"lr": 1e-3, "decay": 0.95, "steps": 1},
-              hyper=HYPER, scan="random")
-    mean, std = np.zeros(f), np.ones(f)
-    whole = mcem_classify.classify(x, models, mean, std, LAYERS, **kw)
+    kept = mcem_classify.KeptModels([dk for dk, _ in models], [b for _, b in models], np.zeros(f),
+                                    np.ones(f), LAYERS, HYPER, gamma_s_init=1.0)
+    opts = MapOptions(burn_in=1, batch_size=BATCH, iterations=4, tol=1e-3, scan="random")
+    whole = mcem_classify.classify(x, kept, opts, seeds=[4, 9])
     parts = _sharded(lambda images: mcem_classify.Classified.from_arrays(
-        mcem_classify.classify(x, models, mean, std, LAYERS, images=images, **kw).arrays()), 2)
+        mcem_classify.classify(x, kept, opts, seeds=[4, 9], images=images).arrays()), 2)
     got = mcem_classify.gather_classified(parts)
     assert np.array_equal(got.scores, whole.scores)
     assert all(np.array_equal(a, b) for a, b in zip(got.per_model, whole.per_model))

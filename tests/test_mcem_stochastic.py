@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dgdm_tf.data.minibatches import array_batches
+from dgdm_tf.data.minibatches import ArrayData
+from dgdm_tf.mcem.options import AveragingOptions, McemOptions, McemStart
+from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.mcem import stochastic as M
 from dgdm_tf.core.model import DeepModel
-from _smcem_model import HYPER, LAYERS, SVM, known_model_data, labelled
+from _smcem_model import AVERAGING, HYPER, LAYERS, MCEM, known_model_data, labelled
 
 
 def _samples(layers, shape, n=3, seed=0, k=2):
@@ -81,8 +83,9 @@ def test_training_recovers_the_dictionary_from_a_perturbed_start():
     start = [v + 0.6 * rng.normal(size=v.shape).astype(np.float32) * np.linalg.norm(v) / np.sqrt(v.size)
              for v in d_true]
     assert all(np.all(_best_cosines(s, t) < 0.9) for s, t in zip(start, d_true))
-    out = M.run_mcem(x, LAYERS, seed=1, iterations=200, batch_size=32, sweeps=3, n_samples=1,
-                     lr=0.01, hyper=HYPER, dictionaries=start, progress=None)
+    out = M.run_mcem(x, McemStart(LAYERS, HYPER, start),
+                     McemOptions(iterations=200, batch_size=32, sweeps=3, n_samples=1, lr=0.01,
+                                 scan="random"), seed=1, progress=None)
     q = np.array([r["q"] for r in out["trace"]])
     for l in range(2):
         cos = _best_cosines(out["D"][l], d_true[l])
@@ -98,27 +101,27 @@ def test_supervised_training_and_averaging_resume_exactly(tmp_path):
     from dgdm_tf.mcem import averaging as A
 
     d_true, x, y = labelled(32, seed=5)
-    kw = dict(seed=3, iterations=5, batch_size=16, sweeps=2, lr=0.02, hyper=HYPER, y=y,
-              n_classes=2, svm=SVM, dictionaries=d_true, progress=None, checkpoint_every=2)
-    full = M.run_mcem(x, LAYERS, **kw)
+    args = (McemStart(LAYERS, HYPER, d_true), McemOptions(**MCEM))
+    kw = dict(seed=3, y=y, progress=None)
+    full = M.run_mcem(x, *args, **kw)
     assert full["beta"].shape == (2, 3 * 3 * 2 + 1) and np.all(np.isfinite(full["beta"]))
     assert np.isnan(full["trace"][0]["train_error"]) and not np.isnan(full["trace"][-1]["train_error"])
-    assert M.run_mcem(x, LAYERS, checkpoint_dir=tmp_path, stop_after=3, **kw) is None
-    resumed = M.run_mcem(x, LAYERS, checkpoint_dir=tmp_path, **kw)
+    assert M.run_mcem(x, *args, checkpoint=CheckpointDir(tmp_path, stop_after=3, trace=None), **kw) is None
+    resumed = M.run_mcem(x, *args, checkpoint=CheckpointDir(tmp_path, trace=None), **kw)
     for a, b in zip(full["D"] + [full["beta"]], resumed["D"] + [resumed["beta"]]):
         np.testing.assert_array_equal(a, b)
 
-    batches = array_batches(x, y, 16, seed=4)
-    akw = dict(mcem=full, n_total=len(x), n_classes=2, seed=6, keep=2, thin=2, sweeps=1,
-               gamma_s=1.0, svm_hyper=SVM["hyper"], n_leapfrog=3, hyper=HYPER, progress=None,
-               checkpoint_every=1)
-    avg = A.run_averaging(batches, x.shape[1:], LAYERS, **akw)
+    data = ArrayData(x, y, 16, seed=4, n_classes=2)
+    start = McemStart(LAYERS, HYPER, full["D"], full["beta"], full["mean"], full["std"])
+    akw = dict(seed=6, progress=None)
+    avg = A.run_averaging(data, start, AveragingOptions(**AVERAGING), **akw)
     assert len(avg["D"]) == 2 and avg["beta"].shape == (2, 2, 19)
     assert all(np.all(np.isfinite(v)) for dk in avg["D"] for v in dk)
     assert not np.array_equal(avg["D"][-1][0], full["D"][0])
-    assert A.run_averaging(batches, x.shape[1:], LAYERS, checkpoint_dir=tmp_path, stop_after=3,
-                           **akw) is None
-    again = A.run_averaging(batches, x.shape[1:], LAYERS, checkpoint_dir=tmp_path, **akw)
+    assert A.run_averaging(data, start, AveragingOptions(**AVERAGING),
+                           checkpoint=CheckpointDir(tmp_path, stop_after=3, trace=None), **akw) is None
+    again = A.run_averaging(data, start, AveragingOptions(**AVERAGING),
+                            checkpoint=CheckpointDir(tmp_path, trace=None), **akw)
     np.testing.assert_array_equal(again["beta"], avg["beta"])
     for dk, ek in zip(avg["D"], again["D"]):
         for a, b in zip(dk, ek):

@@ -50,13 +50,13 @@ SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np
-    from _smcem_model import labelled, LAYERS, HYPER, SVM
+    from _smcem_model import labelled, LAYERS, HYPER, MCEM
     from dgdm_tf.mcem import stochastic as M
+    from dgdm_tf.mcem.options import McemOptions, McemStart
     d_true, x, y = labelled(32, seed=5)
-    kw = dict(seed=3, iterations=2, batch_size=16, sweeps=1, lr=0.02, hyper=HYPER, y=y,
-              n_classes=2, svm={{**SVM, "start": 0}}, dictionaries=d_true, progress=None,
-              devices=["/cpu:0", "/cpu:1"])
-    a = M.run_mcem(x, LAYERS, **kw)
+    options = McemOptions(**{{**MCEM, "iterations": 2, "sweeps": 1, "supervise_from": 0}})
+    a = M.run_mcem(x, McemStart(LAYERS, HYPER, d_true), options, seed=3, y=y, progress=None,
+                   devices=["/cpu:0", "/cpu:1"])
     print(json.dumps({{"finite": bool(all(np.all(np.isfinite(v)) for v in a["D"] + [a["beta"]])),
                       "beta_moved": bool(np.any(a["beta"] != 0)),
                       "errors": [r["train_error"] for r in a["trace"]]}}))

@@ -15,6 +15,8 @@ import tensorflow as tf
 from dgdm_tf.topdown import chain as deep_chain
 
 from dgdm_tf.mcem import test_time as deep_mcem
+from dgdm_tf.mcem.options import MapOptions
+from dgdm_tf.topdown.options import Start, TopdownOptions
 from dgdm_tf.core.model import DeepModel, generate
 
 HYPER = {"a_e": 3.0, "b_e": 0.3, "a_w": 3.0, "b_w": 3.0, "dict_prior_precision": 1.0}
@@ -68,9 +70,12 @@ def exact_log_posterior(w, on, x, model: DeepModel, d) -> float:
 @pytest.mark.slow
 def test_map_beats_averaged_gibbs_features_in_exact_posterior_density():
     model, d, x = _tiny_data()
-    common = dict(seed=3, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, progress=None)
-    mp = deep_mcem.infer_map(x, d, LAYERS, burn_in=10, iterations=30, rmsprop_lr=1e-3, **common)
-    gb = deep_chain.infer_topdown(x, d, LAYERS, burn_in=10, collect=30, **common)
+    start = Start(d, LAYERS, HYPER, gamma_e_init=10.0, gamma_s_init=1.0)
+    mp = deep_mcem.infer_map(x, start, MapOptions(burn_in=10, iterations=30, rmsprop_lr=1e-3,
+                                                  batch_size=len(x)), seed=3, progress=None)
+    gb = deep_chain.infer_topdown(x, start, TopdownOptions(burn_in=10, collect=30, batch_size=len(x),
+                                                           chains=1, scan="random", start=None),
+                                  seed=3, progress=None)
     shape = (model.top.hs, model.top.ws, model.top.k)
     lp_map, lp_gibbs = [], []
     for n in range(len(x)):
@@ -90,12 +95,13 @@ def test_scan_order_reaches_the_compiled_steps():
     builders, are per scan order: the fixed and the random scan give other features from
     one seed (a trace shared across scans would give the same), and each the same twice."""
     _, d, x = _tiny_data()
-    kw = dict(seed=4, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, burn_in=2,
-              iterations=2, progress=None)
-    out = {scan: deep_mcem.infer_map(x, d, LAYERS, scan=scan, **kw)["features"]
+    start = Start(d, LAYERS, HYPER, gamma_e_init=10.0, gamma_s_init=1.0)
+    kw = dict(batch_size=len(x), burn_in=2, iterations=2)
+    out = {scan: deep_mcem.infer_map(x, start, MapOptions(scan=scan, **kw), seed=4, progress=None)["features"]
            for scan in ("fixed", "random")}
     assert not np.array_equal(out["fixed"], out["random"])
-    np.testing.assert_array_equal(deep_mcem.infer_map(x, d, LAYERS, **kw)["features"], out["random"])
+    np.testing.assert_array_equal(deep_mcem.infer_map(x, start, MapOptions(**kw), seed=4,
+                                                      progress=None)["features"], out["random"])
 
 
 @pytest.mark.slow
@@ -108,11 +114,12 @@ def test_map_follows_the_scale_of_the_top_layer():
     its own size, here 5e-2 against features of 1e-3)."""
     model, d, x = _tiny_data()
     c = 2.0 ** -10
-    common = dict(seed=5, batch_size=len(x), gamma_e_init=10.0, burn_in=5, iterations=10,
-                  rmsprop_lr=0.05, rmsprop_steps=3, progress=None)
-    ref = deep_mcem.infer_map(x, d, LAYERS, gamma_s=1.0, hyper=HYPER, **common)
-    small = deep_mcem.infer_map(x, [d[0], d[1] / c], LAYERS, gamma_s=1.0 / c ** 2,
-                                hyper={**HYPER, "b_w": HYPER["b_w"] * c ** 2}, **common)
+    opts = MapOptions(batch_size=len(x), burn_in=5, iterations=10, rmsprop_lr=0.05, rmsprop_steps=3)
+    ref = deep_mcem.infer_map(x, Start(d, LAYERS, HYPER, gamma_e_init=10.0, gamma_s_init=1.0), opts,
+                              seed=5, progress=None)
+    small = deep_mcem.infer_map(x, Start([d[0], d[1] / c], LAYERS, {**HYPER, "b_w": HYPER["b_w"] * c ** 2},
+                                         gamma_e_init=10.0, gamma_s_init=1.0 / c ** 2), opts,
+                                seed=5, progress=None)
     assert np.mean(ref["features"] != 0) > 0.2
     np.testing.assert_array_equal(small["features"] != 0, ref["features"] != 0)
     np.testing.assert_allclose(small["features"], c * ref["features"], rtol=0.02, atol=1e-8)
@@ -124,18 +131,22 @@ def test_map_stops_each_image_when_its_q_settles():
     them all; the iterations are recorded per image, and a stopped image keeps the
     features of the iteration it stopped at (the same as a run of exactly that many)."""
     _, d, x = _tiny_data()
-    kw = dict(seed=6, batch_size=len(x), gamma_s=1.0, gamma_e_init=10.0, hyper=HYPER, burn_in=2,
-              progress=None)
-    full = deep_mcem.infer_map(x, d, LAYERS, iterations=12, **kw)
+    start = Start(d, LAYERS, HYPER, gamma_e_init=10.0, gamma_s_init=1.0)
+
+    def run(**opts):
+        return deep_mcem.infer_map(x, start, MapOptions(batch_size=len(x), burn_in=2, **opts), seed=6,
+                                   progress=None)
+
+    full = run(iterations=12)
     assert np.all(full["iterations"] == 12) and len(full["q_trace"]) == 12
     assert not np.any(full["converged"])  # no tolerance, no image called converged
-    loose = deep_mcem.infer_map(x, d, LAYERS, iterations=12, tol=0.5, **kw)
+    loose = run(iterations=12, tol=0.5)
     assert np.all(loose["converged"]) and np.all(loose["iterations"] <= 4)
     at2 = loose["iterations"] == 2
     assert at2.any()
-    short = deep_mcem.infer_map(x, d, LAYERS, iterations=2, **kw)
+    short = run(iterations=2)
     np.testing.assert_array_equal(loose["features"][at2], short["features"][at2])
     assert not np.array_equal(loose["features"][~at2], short["features"][~at2])
-    tight = deep_mcem.infer_map(x, d, LAYERS, iterations=12, tol=1e-12, **kw)
+    tight = run(iterations=12, tol=1e-12)
     assert not np.any(tight["converged"]) and np.all(tight["iterations"] == 12)
     assert loose["layer1_pooled"].shape[0] == len(x)

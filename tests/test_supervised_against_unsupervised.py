@@ -10,7 +10,11 @@ import pytest
 from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 from dgdm_tf.topdown import chain as deep_chain, refine
+from dgdm_tf.topdown.options import TopdownOptions
 from _labelled_toy import LAYERS, labelled_data
+
+#: the test-time chain of both rows: one chain, the random scan, every top unit off
+CHAIN = TopdownOptions(burn_in=3, collect=5, batch_size=60, chains=1, scan="random", start=None)
 
 
 def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
@@ -30,17 +34,17 @@ def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
                             seed=seed, labels=ytr, progress=None)
     errs = []
     for j in range(2):
-        mp = deep_chain.infer_topdown(xte, [v[j] for v in sup["samples"]["D"]], LAYERS, seed=3 + j,
-                                      burn_in=3, collect=5, batch_size=60, gamma_s=sup["gamma_s"],
-                                      progress=None)
+        mp = deep_chain.infer_topdown(xte, refine.Start([v[j] for v in sup["samples"]["D"]], LAYERS,
+                                                        gamma_s_init=sup["gamma_s"]),
+                                      CHAIN, seed=3 + j, progress=None)
         errs.append(deep_svm.decision_values(sup["samples"]["beta"][j: j + 1], sup["svm_mean"],
                                              sup["svm_std"], mp["features"].reshape((-1,) + top)))
     err_sup = 100 * np.mean(np.mean(errs, 0).argmax(1) != yte)
     uns = refine.run_refine(xtr, refine.Start(d, LAYERS), refine.RefineOptions(**sweeps), seed=seed,
                             progress=None)
-    common = dict(seed=3, burn_in=3, collect=5, batch_size=60, gamma_s=uns["gamma_s"], progress=None)
-    f_tr = deep_chain.infer_topdown(xtr, uns["D"], LAYERS, **common)["features"]
-    f_te = deep_chain.infer_topdown(xte, uns["D"], LAYERS, **common)["features"]
+    start = refine.Start(uns["D"], LAYERS, gamma_s_init=uns["gamma_s"])
+    f_tr = deep_chain.infer_topdown(xtr, start, CHAIN, seed=3, progress=None)["features"]
+    f_te = deep_chain.infer_topdown(xte, start, CHAIN, seed=3, progress=None)["features"]
     clf = BayesianSVM(3, burn_in=50, collect=50, seed=0).fit(f_tr, ytr)
     err_uns = 100 * np.mean(clf.predict(f_te) != yte)
     return float(err_sup), float(err_uns)

@@ -12,10 +12,13 @@ import tensorflow as tf
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import generate, project_top_to_data
 from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.topdown.options import TopdownOptions
 
 from _topdown_model import LAYERS, draw as _draw
 
 TWO_SWEEPS = refine.RefineOptions(burn_in=1, collect=1)
+#: one chain, the random scan, every top unit off at the start
+ONE_CHAIN = dict(chains=1, scan="random", start=None)
 
 
 def _matched_cosine(a, b):
@@ -89,12 +92,12 @@ def test_masked_inference_fills_the_hidden_half_better_than_the_mean():
 def test_missing_pixels_never_enter_inference():
     model, d_true, x = _draw(8, seed=4)
     mask = deep_chain.missing_mask(x.shape, "half")
-    kw = dict(seed=0, burn_in=2, collect=2, batch_size=4, gamma_s=0.25, gamma_e_init=100.0,
-              mask=mask, progress=None)
-    res = deep_chain.infer_topdown(x, d_true, LAYERS, **kw)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=100.0, gamma_s_init=0.25)
+    opts = TopdownOptions(burn_in=2, collect=2, batch_size=4, **ONE_CHAIN)
+    res = deep_chain.infer_topdown(x, start, opts, seed=0, mask=mask, progress=None)
     poked = x.copy()
     poked[mask == 0] = np.nan  # not even required to be finite
-    res2 = deep_chain.infer_topdown(poked, d_true, LAYERS, **kw)
+    res2 = deep_chain.infer_topdown(poked, start, opts, seed=0, mask=mask, progress=None)
     np.testing.assert_array_equal(res2["reconstruction"], res["reconstruction"])
     np.testing.assert_array_equal(res2["features"], res["features"])
 
@@ -111,8 +114,9 @@ def test_hidden_blocks_enter_the_reconstruction_at_their_conditional_mean():
 
     model, d, x = _draw(6, seed=4)
     mask = deep_chain.missing_mask(x.shape, "half")
-    res = deep_chain.infer_topdown(x, d, LAYERS, seed=0, burn_in=0, collect=1, batch_size=6,
-                                   gamma_s=0.25, gamma_e_init=100.0, mask=mask, progress=None)
+    res = deep_chain.infer_topdown(x, refine.Start(d, LAYERS, gamma_e_init=100.0, gamma_s_init=0.25),
+                                   TopdownOptions(burn_in=0, collect=1, batch_size=6, **ONE_CHAIN),
+                                   seed=0, mask=mask, progress=None)
     unseen = unseen_blocks(mask, model)[0]
     assert unseen[:, 4:].all() and not unseen[:, :4].any()  # blocks reach rows 2u .. 2u + 5
     xm = np.where(mask > 0, x, 0.0).astype(np.float32)
@@ -145,10 +149,11 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
     b = generate(tf.constant(s[..., perms[1]]), model, [tf.constant(v) for v in dp],
                  [tf.constant(z[..., perms[0]])]).numpy()
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-    kw = dict(seed=0, burn_in=5, collect=5, batch_size=12, gamma_s=0.25, gamma_e_init=1000.0,
-              progress=None)
-    one = deep_chain.infer_topdown(x, d, LAYERS, **kw)
-    two = deep_chain.infer_topdown(x, d, LAYERS, chains=2, keep_chains=True, **kw)
+    start = refine.Start(d, LAYERS, gamma_e_init=1000.0, gamma_s_init=0.25)
+    opts = TopdownOptions(burn_in=5, collect=5, batch_size=12, **ONE_CHAIN)
+    kw = dict(seed=0, progress=None)
+    one = deep_chain.infer_topdown(x, start, opts, **kw)
+    two = deep_chain.infer_topdown(x, start, dataclasses.replace(opts, chains=2, keep_chains=True), **kw)
     # keep_chains reports each chain's own mean: chain 0 is the single chain, and the
     # chains' average is the features
     np.testing.assert_array_equal(two["chain_features"][0], one["features"])
@@ -159,15 +164,16 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
         assert not np.allclose(second, one[key], atol=1e-3)
         assert np.corrcoef(second.ravel(), one[key].ravel())[0, 1] > 0.6, key
     with pytest.raises(ValueError, match="chains"):
-        deep_chain.infer_topdown(x, d, LAYERS, chains=0, **kw)
+        dataclasses.replace(opts, chains=0)
     # chain_orders "same": chain 1 keeps chain 0's map order and differs by its seed, so
     # it repeats neither chain 0 nor the permuted chain 1
-    same = deep_chain.infer_topdown(x, d, LAYERS, chains=2, keep_chains=True, chain_orders="same", **kw)
+    same = deep_chain.infer_topdown(x, start, dataclasses.replace(opts, chains=2, keep_chains=True,
+                                                                  chain_orders="same"), **kw)
     np.testing.assert_array_equal(same["chain_features"][0], one["features"])
     assert not np.allclose(same["chain_features"][1], one["features"], atol=1e-3)
     assert not np.allclose(same["chain_features"][1], two["chain_features"][1], atol=1e-3)
     with pytest.raises(ValueError, match="chain_orders"):
-        deep_chain.infer_topdown(x, d, LAYERS, chains=2, chain_orders="reversed", **kw)
+        dataclasses.replace(opts, chains=2, chain_orders="reversed")
 
 
 @pytest.mark.slow

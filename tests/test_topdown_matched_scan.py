@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel, generate
 from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown.options import Start, TopdownOptions
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.top_units import matched_order, resample_top
 from dgdm_tf.topdown import sweep as topdown_sweep
@@ -99,11 +100,11 @@ def test_relabelled_maps_give_the_same_features_relabelled():
     model, d, x = _draw(6)
     k = d[1].shape[-1]
     rev = [d[0], np.ascontiguousarray(d[1][..., ::-1])]
-    kw = dict(seed=4, burn_in=0, collect=1, batch_size=6, gamma_s=1.0, gamma_e_init=400.0,
-              progress=None)
-
     def features(dicts, scan):
-        out = deep_chain.infer_topdown(x, dicts, LAYERS, scan=scan, **kw)["features"]
+        out = deep_chain.infer_topdown(x, Start(dicts, LAYERS, gamma_e_init=400.0, gamma_s_init=1.0),
+                                       TopdownOptions(burn_in=0, collect=1, batch_size=6, chains=1,
+                                                      scan=scan, start=None),
+                                       seed=4, progress=None)["features"]
         return out.reshape(len(x), -1, k)
 
     rel = {}

@@ -22,12 +22,6 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 CALLS = [
     ("dgdm_tf.pretrain.chain:run_pretrain_layer", "dataset.pretrain"),
     ("dgdm_tf.pretrain.features:infer_features", "dataset.features"),
-    ("dgdm_tf.topdown.chain:infer_topdown", "dataset.topdown_features"),
-    ("dgdm_tf.topdown.chain:infer_topdown", "dataset.inpaint"),
-    ("dgdm_tf.mcem.test_time:infer_map", "dataset.supervised.predict"),
-    ("dgdm_tf.mcem.test_time:infer_map", "dataset.mcem_predict"),
-    ("dgdm_tf.mcem.stochastic:train", "dataset.mcem"),
-    ("dgdm_tf.mcem.averaging:run_averaging", "dataset.averaging"),
     ("dgdm_tf.supervised.svm_classifier:BayesianSVM", "dataset.svm"),
     ("dgdm_tf.baselines.cnn:train_cnn", "dataset.cnn"),
     ("dgdm_tf.baselines.encoder:encode", "dataset.encoder"),
@@ -38,7 +32,6 @@ CALLS = [
 ]
 
 OFF = "the library's default switches it off; the schema's turns it on"
-TWO = "one function serves two blocks whose defaults differ; the rules pass the value"
 EXEMPT = {
     ("run_pretrain_layer", "prune_min_usage"): OFF,
     ("run_pretrain_layer", "anneal_ratio"): OFF,
@@ -47,13 +40,6 @@ EXEMPT = {
     ("infer_features", "anneal_ratio"): OFF,
     ("infer_features", "anneal_start"): OFF,
     ("infer_features", "start"): "the library's RidgeStart() is pretraining's (40 CG steps); features' is 20",
-    ("infer_map", "tol"): "0 in the library runs every iteration asked; supervised.predict stops each image when its Q settles",
-    ("infer_topdown", "scan"): TWO,
-    ("infer_topdown", "start"): TWO,
-    ("infer_topdown", "chains"): "one chain in the library, as every sampler; the SVM's features average two (topdown_features.chains)",
-    ("infer_topdown", "mask"): "an array in the library, a mask kind in the config",
-    ("train", "svm"): "None (unsupervised MCEM) in the library; the config block's {} is the SVM's settings",
-    ("train", "scan"): "random in the library as in every sampler; mcem's config keeps fixed (docs/design.md)",
     ("missing_mask", "block"): "the library's block size is the figure's default; inpaint.block a config choice",
 }
 

@@ -37,12 +37,14 @@ from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.io.run_inputs import read_pretrained_model, read_run_config  # noqa: E402
+from dgdm_tf.mcem.options import MapOptions  # noqa: E402
 from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
 from dgdm_tf.report.scores import standard_error_pct  # noqa: E402
 from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 from dgdm_tf.topdown.chain import infer_topdown  # noqa: E402
+from dgdm_tf.topdown.options import Start, TopdownOptions  # noqa: E402
 
 
 def parse(argv=None):
@@ -86,21 +88,22 @@ def main(argv=None):
            "chains": a.chains, "tol": a.tol, "max_iterations": a.max_it, "rows": []}
     for kind in a.kinds.split(","):
         hyper = {**(full.get("hyper") or {}), "gamma_s": kind}
-        common = dict(gamma_s=gamma_s0, gamma_e_init=gamma_e0, hyper=hyper, scan=tcfg["scan"], progress=None)
+        model = Start(ds, layers, hyper, gamma_e_init=gamma_e0, gamma_s_init=gamma_s0)
+        common = dict(batch_size=int(tcfg["batch_size"]), scan=tcfg["scan"])
         for route in a.routes.split(","):
             feats, extra, t0 = {}, {}, time.perf_counter()
             for split, seed in (("train", 1), ("test", 2)):
                 if route == "alg2":
-                    r = infer_map(x[split], ds, layers, seed=seed, burn_in=a.alg2_burn_in, iterations=a.max_it,
-                                  batch_size=int(tcfg["batch_size"]), tol=a.tol, **common)
+                    r = infer_map(x[split], model, MapOptions(burn_in=a.alg2_burn_in, iterations=a.max_it,
+                                                              tol=a.tol, **common), seed=seed, progress=None)
                     extra[f"iterations_{split}_mean"] = float(np.mean(r["iterations"]))
                     extra[f"converged_{split}"] = float(np.mean(r["converged"]))
                 else:
                     first = route == "first"
-                    r = infer_topdown(x[split], ds, layers, seed=seed, burn_in=0 if first else a.burn_in,
-                                      collect=1 if first else a.collect, chains=1 if first else a.chains,
-                                      batch_size=int(tcfg["batch_size"]), start=start, keep_draws=not first,
-                                      **common)
+                    chain = TopdownOptions(burn_in=0 if first else a.burn_in, collect=1 if first else a.collect,
+                                           chains=1 if first else a.chains, start=start,
+                                           keep_draws=not first, **common)
+                    r = infer_topdown(x[split], model, chain, seed=seed, progress=None)
                     if not first:
                         c = feature_draws_summary(r["draws"])
                         extra[f"rhat_{split}_median"] = c["rhat_median"]

@@ -29,6 +29,7 @@ predictions.csv.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -46,7 +47,8 @@ from dgdm_tf.data.arrays import load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.io.artifacts import read_supervised_model  # noqa: E402
-from dgdm_tf.mcem.classify import supervised_route, top_features  # noqa: E402
+from dgdm_tf.mcem.classify import KeptModels, top_features  # noqa: E402
+from dgdm_tf.mcem.options import PredictOptions  # noqa: E402
 from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.joint_svm import decision_values  # noqa: E402
@@ -109,11 +111,12 @@ def main(argv=None):
          "test": shared_subset(d, "test", block["n_test"], n_test, seed, ds)}
     y = {s: x[s][1] for s in x}
     salt = {"train": "supervised_mismatch", "test": "supervised_predict"}
-    route = supervised_route(sup, pcfg, hyper=hyper, scan=scfg["scan"])
+    route = PredictOptions.from_supervised(scfg).route
+    kept = KeptModels.of_supervised(sup, layers, hyper)
     say(f"{root}: {len(y['train'])} train / {len(y['test'])} test images, kept models 1..{a.models} of "
         f"{n_kept}; route {route}; svm {block['svm']} on the {block['svm_view']} view")
     out = {"results": str(root), "n_train": len(y["train"]), "n_test": len(y["test"]), "models": a.models,
-           "route": {k: v for k, v in route.items() if k != "hyper"}, "svm": block["svm"],
+           "route": {"features": pcfg["features"], **dataclasses.asdict(route)}, "svm": block["svm"],
            "svm_view": block["svm_view"], "chain_train_error_pct_all": sup.train_error_pct, "per_model": []}
     dv_joint = {"train": [], "test": []}
     dv_refit = {"train": [], "test": []}
@@ -122,7 +125,7 @@ def main(argv=None):
         for split in ("train", "test"):
             s = seed_for(seed, ds, salt[split], j)
             say(f"model {j + 1}: test-route features of {len(y[split])} {split} images (seed {s})")
-            r = top_features(x[split][0], [v[j] for v in sup.samples_D], layers, seed=s, **route)
+            r = top_features(x[split][0], kept.start(j), route, seed=s)
             feats[split], secs[split] = r["features"], float(r["seconds"])
             say(f"model {j + 1}: {split} features in {secs[split]:.0f} s "
                 f"({1000 * secs[split] / len(y[split]):.0f} ms an image)")

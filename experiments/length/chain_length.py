@@ -223,13 +223,15 @@ def svm_row(f_train, y_train, f_test, y_test, block, n_classes, seed) -> np.ndar
 def topdown_row(x, y, dictionaries, gamma_s, gamma_e, block, hyper, layers, n_classes, ds, seed,
                 salt, row) -> tuple:
     """Features of both splits by the topdown_features block's route, then the SVM."""
-    from dgdm_tf.mcem.classify import alg2_route, top_features
+    from dgdm_tf.mcem.classify import top_features
+    from dgdm_tf.mcem.options import topdown_route
+    from dgdm_tf.topdown.options import Start
 
-    route = alg2_route(block["topdown_features"], hyper=hyper)
+    route = topdown_route(block["topdown_features"])
+    start = Start(dictionaries, layers, hyper, gamma_e_init=gamma_e, gamma_s_init=gamma_s)
     f, secs = {}, 0.0
     for split in ("train", "test"):
-        r = top_features(x[split], dictionaries, layers, seed=seed_for(seed, ds, salt, split),
-                         gamma_s=gamma_s, gamma_e_init=gamma_e, progress=None, **route)
+        r = top_features(x[split], start, route, seed=seed_for(seed, ds, salt, split), progress=None)
         f[split], secs = r["features"], secs + float(r["seconds"])
     t = time.perf_counter()
     pred = svm_row(f["train"], y["train"], f["test"], y["test"], block, n_classes,
@@ -250,6 +252,7 @@ def scored(pred, y, base=None) -> dict:
 def read(a) -> dict:
     from dgdm_tf.core.model import DeepModel, project_top_to_data
     from dgdm_tf.mcem.classify import classify_supervised
+    from dgdm_tf.mcem.options import PredictOptions
     from dgdm_tf.report import model_plots
 
     results = Path(a.results)
@@ -280,7 +283,7 @@ def read(a) -> dict:
     for k, p in (("refine", a.refine), ("supervised", a.supervised)):
         if p:
             out[f"{k}_run"] = json.loads((Path(p) / "run.json").read_text())
-    sup_cfg, pcfg = block["supervised"], block["supervised"]["predict"]
+    predict = PredictOptions.from_supervised(block["supervised"])
     for length in a.lengths:
         row = {}
         grids = {}
@@ -301,7 +304,7 @@ def read(a) -> dict:
             sup = SimpleNamespace(samples_D=[v[None] for v in m["D"]], samples_beta=m["beta"][None],
                                   svm_mean=svm["mean"], svm_std=svm["std"], gamma_s=m["gamma_s"],
                                   gamma_e_mean=m["gamma_e_mean"])
-            res = classify_supervised(x["test"], sup, pcfg, layers, hyper=hyper, scan=sup_cfg["scan"],
+            res = classify_supervised(x["test"], sup, predict, layers, hyper=hyper,
                                       seeds=[seed_for(seed, ds, "supervised_predict", 0)])
             pred = np.argmax(res.scores, 1)
             row["supervised"] = {**scored(pred, y["test"], base), "feature_seconds": float(res.seconds),

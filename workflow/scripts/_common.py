@@ -213,23 +213,20 @@ def topdown_per_image(x, dictionaries, layers, cfg: dict, *, seed: int, gamma_s:
     settings and the chain's scan; route chain, dgdm_tf.topdown.chain.infer_topdown with
     the chain settings, each chain's features and draws kept where the diagnostics of
     :func:`topdown_chain_features` read them."""
-    from dgdm_tf.pretrain.ridge_start import RidgeStart
+    import dataclasses
 
-    if cfg["route"] == "alg2":
-        from dgdm_tf.mcem.classify import alg2_route, top_features
+    from dgdm_tf.mcem.classify import top_features
+    from dgdm_tf.mcem.options import topdown_route
+    from dgdm_tf.topdown.options import Start
 
-        return top_features(x, dictionaries, layers, seed=seed, gamma_s=gamma_s,
-                            gamma_e_init=gamma_e_init, images=images, progress=progress,
-                            **alg2_route(cfg, hyper=hyper))
-    from dgdm_tf.topdown import chain as deep_chain
-
-    chains = int(cfg["chains"])
-    return deep_chain.infer_topdown(
-        x, dictionaries, layers, seed=seed, burn_in=int(cfg["burn_in"]),
-        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gamma_s,
-        gamma_e_init=gamma_e_init, hyper=hyper, scan=cfg["scan"], chains=chains,
-        start=RidgeStart.from_config(cfg["start"]), keep_chains=chains > 1,
-        keep_draws=chains > 1 and int(cfg["collect"]) >= 4, images=images, progress=progress)
+    route = topdown_route(cfg)
+    if cfg["route"] == "chain":  # each chain's features and draws, for the diagnostics
+        chains = int(cfg["chains"])
+        route = dataclasses.replace(route, keep_chains=chains > 1,
+                                    keep_draws=chains > 1 and int(cfg["collect"]) >= 4)
+    return top_features(x, Start(dictionaries, layers, hyper, gamma_e_init=gamma_e_init,
+                                 gamma_s_init=gamma_s),
+                        route, seed=seed, images=images, progress=progress)
 
 
 def topdown_gather(cfg: dict):

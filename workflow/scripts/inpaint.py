@@ -17,8 +17,8 @@ from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
 from dgdm_tf.topdown import chain as deep_chain
+from dgdm_tf.topdown.options import InpaintOptions, Start  # noqa: E402
 
 from dgdm_tf.report import model_plots as deep_plots
 
@@ -40,13 +40,12 @@ refined = artifacts.read_refined_model(snakemake.input.model)
 pre = [artifacts.read_pretrained_layer(p) for p in snakemake.input.layers]
 models = {"pretrained": ([z.D for z in pre], pre[-1].gamma_w, pre[0].gamma_e_mean),
           "refined": (refined.D, refined.gamma_s, refined.gamma_e_mean)}
+options = InpaintOptions.from_config(cfg)
 for name, (dicts, gs, ge) in models.items():
     progress(f"{ds}: inpainting {len(x)} test images ({cfg['mask']}) with the {name} model")
     res = deep_chain.infer_topdown(
-        x, dicts, layers, seed=seed_for(seed, ds, "inpaint", name), burn_in=int(cfg["burn_in"]),
-        collect=int(cfg["collect"]), batch_size=int(cfg["batch_size"]), gamma_s=gs,
-        gamma_e_init=ge, hyper=hyper, mask=mask, scan=cfg["scan"],
-        start=RidgeStart.from_config(cfg["start"]), progress=progress)
+        x, Start(dicts, layers, hyper, gamma_e_init=ge, gamma_s_init=gs), options,
+        seed=seed_for(seed, ds, "inpaint", name), mask=mask, progress=progress)
     rec = np.where(mask > 0, x, res["reconstruction"])  # observed pixels are kept
     recons[name] = rec
     scores[name] = deep_chain.hidden_error(x, rec, mask, peak)

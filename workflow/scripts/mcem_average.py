@@ -18,6 +18,8 @@ from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf.mcem import averaging as model_averaging
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
+from dgdm_tf.mcem.options import AveragingOptions, McemStart  # noqa: E402
+from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)
@@ -28,20 +30,15 @@ ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 m = artifacts.read_mcem_model(snakemake.input.model)
 n_layers = m.n_layers
-mcem = {"D": m.D, "beta": m.beta, "mean": m.mean, "std": m.std}
+options = AveragingOptions.from_blocks(cfg, mcfg)
 data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "averaging_batches"),
                 batch_size=int(cfg["batch_size"] or mcfg["batch_size"]),
                 stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: model averaging, {cfg['keep']} samples one every {cfg['thin']} iterations, "
          f"batch {data.batch_size} of {data.n_total} images")
-svm_hyper = {k: mcfg["svm"][k] for k in ("gamma", "a_kappa", "b_kappa", "bias_var", "kappa", "scale")}
 res = model_averaging.run_averaging(
-    data.batches, data.image_shape, layers, mcem=mcem, n_total=data.n_total,
-    n_classes=data.n_classes, seed=seed_for(seed, ds, "averaging"), keep=int(cfg["keep"]),
-    thin=int(cfg["thin"]), sweeps=int(cfg["sweeps"]), gamma_s=float(mcfg["gamma_s"]),
-    svm_hyper=svm_hyper, n_leapfrog=int(cfg["n_leapfrog"]),
-    power_iterations=int(cfg["power_iterations"]), hyper=plain(snakemake.params.hyper),
-    checkpoint_dir=ckpt, checkpoint_every=int(cfg["checkpoint_every"]), scan=mcfg["scan"],
+    data, McemStart(layers, plain(snakemake.params.hyper), m.D, m.beta, m.mean, m.std), options,
+    seed=seed_for(seed, ds, "averaging"), checkpoint=CheckpointDir(ckpt, trace=None),
     progress=progress)
 acc = np.asarray(res["accept"])
 artifacts.write_mcem_samples(snakemake.output.samples, D=res["D"], beta=res["beta"],

@@ -7,6 +7,7 @@ Rule mcem_predict_shard (config `shards` > 1) classifies one shard of the test c
 (`mcem_predict.chunk` images each, seeded by the chunk's index); this rule then gathers
 the shards (the same bits)."""
 
+import dataclasses
 import json
 
 from _common import (elapsed, gathered, plain, progress, provenance, shard_job, start,
@@ -23,7 +24,8 @@ import numpy as np  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 
-from dgdm_tf.mcem.classify import classify  # noqa: E402
+from dgdm_tf.mcem.classify import KeptModels, classify  # noqa: E402
+from dgdm_tf.mcem.options import MapOptions  # noqa: E402
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, topk_errors  # noqa: E402
 
@@ -48,6 +50,9 @@ data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(sna
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
 
 n_chunks = -(-data.n_test // int(pcfg["chunk"]))
+kept = KeptModels([dk for dk, _ in models], [b for _, b in models], mean, std, layers,
+                  gamma_s_init=float(mcfg["gamma_s"]))
+options = dataclasses.replace(MapOptions.from_config(pcfg), scan=mcfg["scan"])
 
 
 def predict_chunks(chunks) -> dict:
@@ -60,12 +65,8 @@ def predict_chunks(chunks) -> dict:
             continue
         if c >= hi:
             break
-        res = classify(x, models, mean, std, layers, route="mcem",
-                       seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))],
-                       burn_in=int(pcfg["burn_in"]), iterations=int(pcfg["iterations"]),
-                       batch_size=int(pcfg["batch_size"]), gamma_s=float(mcfg["gamma_s"]),
-                       rmsprop={k: pcfg[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                       scan=mcfg["scan"])
+        res = classify(x, kept, options,
+                       seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))])
         seconds += res.seconds
         scores.append(res.scores)
         labels.append(np.asarray(y))

@@ -22,6 +22,8 @@ from dgdm_tf.report import model_plots as deep_plots, plots
 
 from dgdm_tf.mcem import stochastic as deep_smcem
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
+from dgdm_tf.mcem.options import McemOptions, McemStart  # noqa: E402
+from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
 cfg = plain(snakemake.params.cfg)
@@ -31,8 +33,9 @@ seed = int(snakemake.params.seed)
 ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
+options = McemOptions.from_config(cfg)
 data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "mcem_batches"),
-                batch_size=int(cfg["batch_size"]), stream_cfg=plain(snakemake.params.stream),
+                batch_size=int(options.batch_size), stream_cfg=plain(snakemake.params.stream),
                 n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
 progress(f"{ds}: stochastic MCEM on {data.n_total} images of {data.image_shape}, "
          f"{data.n_classes} classes, batch {data.batch_size}, {cfg['iterations']} iterations, "
@@ -42,17 +45,11 @@ import tensorflow as tf  # noqa: E402
 gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
 devices = gpus if cfg["distribute"] and len(gpus) > 1 else None
 progress(f"{ds}: devices: {devices or (gpus[:1] or ['CPU'])}")
-svm = {"hyper": {k: cfg["svm"][k] for k in ("gamma", "a_kappa", "b_kappa", "bias_var", "kappa", "scale")},
-       "start": int(cfg["supervise_from"]), "step_power": float(cfg["beta_step_power"])}
+# the trace is an output, not in the checkpoint's folder: an absolute path stands as it is
 res = deep_smcem.train(
-    data.batches, data.image_shape, layers, n_total=data.n_total, seed=seed_for(seed, ds, "mcem"),
-    iterations=int(cfg["iterations"]), batch_size=data.batch_size, data_id=data.data_id,
-    sweeps=int(cfg["sweeps"]), n_samples=int(cfg["n_samples"]), lr=float(cfg["lr"]),
-    decay=float(cfg["decay"]), gamma_s=float(cfg["gamma_s"]), hyper=hyper,
-    prior_scale=float(cfg["prior_scale"]), n_classes=data.n_classes, svm=svm,
-    jit_compile=bool(cfg["jit_compile"]), devices=devices, checkpoint_dir=ckpt,
-    checkpoint_every=int(cfg["checkpoint_every"]), trace_path=snakemake.output.trace,
-    scan=cfg["scan"], progress=progress)
+    data, McemStart(layers, hyper), options, seed=seed_for(seed, ds, "mcem"), devices=devices,
+    checkpoint=CheckpointDir(ckpt, trace=str(Path(snakemake.output.trace).resolve())),
+    progress=progress)
 if res["beta"] is None:
     raise ValueError(f"datasets.{ds}.mcem.supervise_from ({cfg['supervise_from']}) must be "
                      f"below mcem.iterations ({cfg['iterations']}): beta was never fitted")

@@ -30,6 +30,7 @@ from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 from dgdm_tf import data
 
 from dgdm_tf.mcem.classify import Classified, classify_supervised, gather_classified  # noqa: E402
+from dgdm_tf.mcem.options import PredictOptions  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
@@ -58,10 +59,13 @@ def images_of(split):
     return shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, ds)
 
 
+options = PredictOptions.from_supervised(cfg)
+
+
 def classified(x, split, images):
     """The kept models' decision values of ``images`` (a shard, or None: all) of ``split``."""
     salt = {"test": "supervised_predict", "mismatch": "supervised_mismatch"}[split]
-    return classify_supervised(x, sup, pcfg, layers, hyper=hyper, scan=cfg["scan"],
+    return classify_supervised(x, sup, options, layers, hyper=hyper,
                                seeds=[seed_for(seed, ds, salt, j) for j in range(n_models)],
                                images=images, progress=progress)
 

@@ -18,6 +18,8 @@ from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 from dgdm_tf import data
 
 from dgdm_tf.mcem import test_time as deep_mcem
+from dgdm_tf.mcem.options import MapOptions  # noqa: E402
+from dgdm_tf.topdown.options import Start  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
@@ -40,16 +42,17 @@ n_classes = int(summary["n_classes"])
 progress(f"{ds}: transfer from {snakemake.params.source}: {summary['n_train']} training / "
          f"{summary['n_test']} test images at {size}x{size}, {n_classes} classes")
 
+# the transfer block's burn_in, iterations and batch size; the rest MapOptions' defaults
+options = MapOptions(burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
+                     batch_size=int(tcfg["batch_size"]), scan=snakemake.params.scan)
 feats = {}
 for split in ("train", "test"):
     x = d[f"x_{split}"]
     if tcfg[f"n_{split}"] is not None:
         x = x[: int(tcfg[f"n_{split}"])]
     res = deep_mcem.infer_map(
-        x, dictionaries, layers, seed=seed_for(seed, ds, "transfer", split),
-        burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
-        batch_size=int(tcfg["batch_size"]), gamma_s=float(snakemake.params.gamma_s),
-        scan=snakemake.params.scan, progress=progress)
+        x, Start(dictionaries, layers, gamma_s_init=float(snakemake.params.gamma_s)), options,
+        seed=seed_for(seed, ds, "transfer", split), progress=progress)
     feats[split] = res["features"]
 y_train = d["y_train"][: len(feats["train"])]
 y_test = d["y_test"][: len(feats["test"])]

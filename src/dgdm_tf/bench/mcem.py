@@ -52,7 +52,9 @@ def measure(spec: dict) -> dict:
     import tensorflow as tf
 
     from dgdm_tf.mcem import test_time as deep_mcem, stochastic as deep_smcem
-    from dgdm_tf.data.minibatches import array_batches
+    from dgdm_tf.mcem.options import MapOptions, McemOptions, McemStart
+    from dgdm_tf.data.minibatches import ArrayData
+    from dgdm_tf.topdown.options import Start
     from dgdm_tf.core.model import DeepModel
     from dgdm_tf.core.memory import peak_rss_mb
 
@@ -63,31 +65,31 @@ def measure(spec: dict) -> dict:
     x = rng.normal(size=(n, *shape)).astype(np.float32)
     y = rng.integers(0, int(spec["n_classes"]), size=n)
     model = DeepModel(shape, spec["layers"])
-    svm = {"hyper": {}, "start": 0, "step_power": 0.7}
-    kw = dict(n_total=n, seed=1, batch_size=b, data_id={"bench": spec["name"]}, sweeps=1,
-              n_samples=1, n_classes=int(spec["n_classes"]), svm=svm, progress=None,
-              jit_compile=bool(spec.get("jit_compile", False)))
-    batches = array_batches(x, y, b, seed=2)
+    data = ArrayData(x, y, b, seed=2, n_classes=int(spec["n_classes"]))
+    data.data_id = {"bench": spec["name"]}  # what a checkpoint would be for
     def note(msg):  # progress on stderr: a run cut short still shows how far it got
         print(f"[{time.strftime('%H:%M:%S')}] {spec['name']}: {msg}", file=sys.stderr, flush=True)
 
-    kw["progress"] = note
     # one run of its + 1 iterations: the first traces every function, the rest are the
-    # steady state; each iteration's own seconds come from the run's trace
-    warm = deep_smcem.train(batches, shape, spec["layers"], iterations=its + 1, **kw)
+    # steady state; each iteration's own seconds come from the run's trace (the SVM's
+    # defaults from the first iteration; the random scan)
+    options = McemOptions(iterations=its + 1, batch_size=b, sweeps=1, n_samples=1, scan="random",
+                          jit_compile=bool(spec.get("jit_compile", False)))
+    warm = deep_smcem.train(data, McemStart(spec["layers"]), options, seed=1, progress=note)
     secs = [float(r["seconds"]) for r in warm["trace"]]
     first, steady = secs[0], float(np.mean(secs[1:]))
     note(f"first (traced) iteration: {first:.1f} s")
     d = [tf.constant(v) for v in warm["D"]]
     xi = x[:b]
-    ikw = dict(seed=3, burn_in=int(spec.get("infer_burn_in", 2)),
-               iterations=int(spec.get("infer_iterations", 4)), batch_size=b, gamma_s=1.0,
-               progress=None)
+    ikw = dict(seed=3, progress=None)
+    start = Start(d, spec["layers"], gamma_s_init=1.0)
+    map_options = MapOptions(burn_in=int(spec.get("infer_burn_in", 2)),
+                             iterations=int(spec.get("infer_iterations", 4)), batch_size=b)
     note(f"{its} timed iterations: {steady:.1f} s each")
-    deep_mcem.infer_map(xi, d, spec["layers"], **ikw)  # trace
+    deep_mcem.infer_map(xi, start, map_options, **ikw)  # trace
     note("inference traced")
     t0 = time.perf_counter()
-    deep_mcem.infer_map(x[b: 3 * b] if n >= 3 * b else xi, d, spec["layers"], **ikw)
+    deep_mcem.infer_map(x[b: 3 * b] if n >= 3 * b else xi, start, map_options, **ikw)
     n_inf = min(2 * b, n - b) if n >= 3 * b else b
     infer = time.perf_counter() - t0
     return {"name": spec["name"], "image_shape": "x".join(map(str, shape)),

@@ -65,6 +65,26 @@ class McemData:
         yield from self._stream.eval_batches(size, self.n_test)
 
 
+class ArrayData:
+    """In-memory images ``x`` (N, H, W, C) with labels ``y`` (None: none, the unsupervised
+    model) as the MCEM entry points read a dataset (the attributes of :class:`McemData`):
+    ``batches(start)`` of ``batch_size`` images (at most N; :func:`array_batches` seeded
+    by ``seed``), ``n_total``, ``n_classes`` (None without labels; else given, or the
+    labels' largest + 1), ``image_shape``, ``data_id``."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray | None, batch_size: int, seed: int,
+                 n_classes: int | None = None):
+        x = np.asarray(x, np.float32)
+        self.n_total, self.image_shape = len(x), tuple(x.shape[1:])
+        self.batch_size = min(int(batch_size), len(x))
+        self.n_classes = None if y is None else int(n_classes if n_classes is not None
+                                                    else np.max(y) + 1)
+        self.data_id = {"n": len(x), "shape": list(x.shape), "sum": float(np.sum(x, dtype=np.float64)),
+                        "labels": None if y is None else
+                        hashlib.sha256(np.asarray(y, np.int64).tobytes()).hexdigest()}
+        self.batches = array_batches(x, y, self.batch_size, seed)
+
+
 def array_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int, seed: int):
     """``batches(start)`` over in-memory images: iteration t's mini-batch is a block of a
     seeded ``tf.data`` shuffle of the images (reshuffled every epoch)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -28,12 +28,13 @@ from dgdm_tf.core import random
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
-from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS, resample_d
+from dgdm_tf.topdown.dictionaries import resample_d
 from dgdm_tf.topdown.state import DeepState, fold_seed
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.mcem.estep import e_step_supervised, make_supervised_sweep_fn
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
+from dgdm_tf.mcem.options import AveragingOptions, McemStart
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
 
 
 def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,
@@ -60,15 +61,15 @@ def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: D
     return st, g._replace(beta=beta), acc
 
 
-def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mcem: dict,
-                  n_total: int, n_classes: int, seed: int, keep: int, thin: int, sweeps: int,
-                  gamma_s: float, svm_hyper: dict | None, n_leapfrog: int = N_LEAPFROG,
-                  power_iterations: int = POWER_ITERATIONS, hyper: dict | None = None, checkpoint_dir=None, checkpoint_every: int = 50,
-                  stop_after: int | None = None, scan: str = "random",
+def run_averaging(data, start: McemStart, options: AveragingOptions, *, seed: int,
+                  checkpoint: CheckpointDir | None = None,
                   progress: Callable[[str], None] | None = print) -> dict | None:
-    """``keep`` posterior samples of (D, beta), one every ``thin`` iterations, starting
-    from ``mcem`` (the output of :func:`dgdm_tf.mcem.stochastic.train` for the supervised
-    model). ``batches(start)`` as there. Checkpointed and resumable like training
+    """``options.keep`` posterior samples of (D, beta), one every ``thin`` iterations
+    (:class:`dgdm_tf.mcem.options.AveragingOptions`, config block `averaging`), starting
+    from ``start`` (:class:`dgdm_tf.mcem.options.McemStart`: the output of
+    :func:`dgdm_tf.mcem.stochastic.train` for the supervised model, its D, beta, mean and
+    std). ``data`` the labelled mini-batches, as there. Checkpointed to
+    ``checkpoint.dir`` (averaging_checkpoint.npz) and resumable like training
     (:func:`dgdm_tf.mcmc.driver.run_chain` runs :class:`AveragingKernel`; the checkpoint's
     trace holds each iteration's HMC acceptance). ``scan``: the E-step sweeps' visiting
     order (:class:`DeepModel`), in the fingerprint. ``n_leapfrog``, ``power_iterations``:
@@ -77,26 +78,32 @@ def run_averaging(batches: Callable, image_shape, layers: Sequence[dict], *, mce
     Returns {'D': [keep x per-layer arrays], 'beta': (keep, C, F+1), 'mean', 'std',
     'accept': per-iteration HMC acceptance, 'seconds'}; None when stopped early."""
     say = progress or (lambda _m: None)
-    if mcem.get("beta") is None:
+    if start.beta is None:
         raise ValueError("model averaging starts from a supervised MCEM run (it has no beta)")
-    model = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan)
-    total = keep * thin
+    if data.n_classes is None:
+        raise ValueError("model averaging needs labelled mini-batches (data.n_classes)")
+    o, scan, n_total = options, options.scan, int(data.n_total)
+    keep, thin, sweeps = int(o.keep), int(o.thin), int(o.sweeps)
+    n_leapfrog, power_iterations = int(o.n_leapfrog), int(o.power_iterations)
+    model = DeepModel(tuple(data.image_shape), start.layers, start.hyper, supervised=True, scan=scan)
+    total = o.total
+    mcem = {"D": start.dictionaries, "beta": start.beta, "mean": start.mean, "std": start.std}
     fp = json.dumps({"keep": keep, "thin": thin, "sweeps": sweeps, "seed": seed, "n": n_total,
                      "start": float(sum(np.sum(np.abs(v)) for v in mcem["D"])) +
-                     float(np.sum(np.abs(mcem["beta"]))), "svm": svm_hyper, "L": n_leapfrog,
+                     float(np.sum(np.abs(mcem["beta"]))), "svm": dict(o.svm), "L": n_leapfrog,
                      "power_iterations": power_iterations,
                      # absent for the old sampler's order: its checkpoints still resume
                      **({"scan": scan} if scan != "fixed" else {})},
                     sort_keys=True, default=str)
-    kernel = AveragingKernel(batches, model, mcem=mcem, n_total=n_total, n_classes=n_classes,
-                             seed=seed, thin=thin, sweeps=sweeps, gamma_s=gamma_s,
-                             svm_hyper=deep_svm.SvmHyper.from_dict(svm_hyper),
-                             n_leapfrog=n_leapfrog, power_iterations=power_iterations,
-                             total=total, say=say)
-    ck = Checkpoint(Path(checkpoint_dir) / "averaging_checkpoint.npz" if checkpoint_dir else None,
-                    fp, every=checkpoint_every, step_key="step",
+    kernel = AveragingKernel(data.batches, model, mcem=mcem, n_total=n_total, n_classes=int(data.n_classes),
+                             seed=seed, thin=thin, sweeps=sweeps, gamma_s=float(o.gamma_s),
+                             svm_hyper=o.svm_hyper, n_leapfrog=n_leapfrog,
+                             power_iterations=power_iterations, total=total, say=say)
+    ck = Checkpoint(None if checkpoint is None else Path(checkpoint.dir) / "averaging_checkpoint.npz",
+                    fp, every=int(o.checkpoint_every), step_key="step",
                     resumed="resuming model averaging at iteration {done}/{total} ({path})")
-    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    run = run_chain(kernel, total, ck, say=say,
+                    stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
     _d, g, _log_step, kept_d, kept_beta = run.state

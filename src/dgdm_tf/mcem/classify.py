@@ -19,9 +19,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from dgdm_tf.mcem.options import MapOptions, PredictOptions
 from dgdm_tf.mcem.test_time import infer_map, q_trace
 from dgdm_tf.supervised.joint_svm import decision_values
 from dgdm_tf.topdown.chain import infer_topdown
+from dgdm_tf.topdown.options import Start, TopdownOptions
 
 
 @dataclasses.dataclass
@@ -59,60 +61,77 @@ class Classified:
                    q_sums=q_sums, q_counts=q_counts)
 
 
-def top_features(x: np.ndarray, dictionaries, layers: Sequence[dict], *, route: str, seed: int,
-                 burn_in: int, batch_size: int, gamma_s: float, collect: int | None = None,
-                 chains: int = 1, iterations: int | None = None, tol: float = 0.0,
-                 rmsprop: dict | None = None, gamma_e_init: float | None = None,
-                 hyper: dict | None = None, scan: str, images: Sequence[int] | None = None,
+@dataclasses.dataclass(frozen=True)
+class KeptModels:
+    """Collected supervised models: each one's ``dictionaries`` (per model, bottom first)
+    and ``betas`` (per model, (C, F+1)), the SVM's standardisation ``mean``, ``std`` of the
+    top layer, and what they share: the layers' settings, the hyperparameters (None: the
+    defaults) and the start values of gamma_s and gamma_e (as
+    :class:`dgdm_tf.topdown.options.Start`)."""
+    dictionaries: Sequence[Sequence[np.ndarray]]
+    betas: Sequence[np.ndarray]
+    mean: np.ndarray
+    std: np.ndarray
+    layers: Sequence[dict]
+    hyper: dict | None = None
+    gamma_s_init: float = 1.0
+    gamma_e_init: float | None = None
+
+    @classmethod
+    def of_supervised(cls, sup, layers: Sequence[dict], hyper: dict | None) -> "KeptModels":
+        """The kept models of a supervised model ``sup``
+        (:class:`dgdm_tf.io.artifacts.SupervisedModel`: its gamma_s and gamma_e too)."""
+        betas = np.asarray(sup.samples_beta)
+        return cls([[v[j] for v in sup.samples_D] for j in range(len(betas))], list(betas),
+                   np.asarray(sup.svm_mean), np.asarray(sup.svm_std), layers, hyper,
+                   gamma_s_init=sup.gamma_s, gamma_e_init=sup.gamma_e_mean)
+
+    def start(self, j: int) -> Start:
+        """Model j as the start of a test-time chain."""
+        return Start(self.dictionaries[j], self.layers, self.hyper, gamma_e_init=self.gamma_e_init,
+                     gamma_s_init=self.gamma_s_init)
+
+
+def top_features(x: np.ndarray, start: Start, options: MapOptions | TopdownOptions, *, seed: int,
+                 images: Sequence[int] | None = None,
                  progress: Callable[[str], None] | None = None) -> dict:
-    """One model's top-layer features of ``x`` by ``route`` (the result dict of the
-    route's inference; its ``features`` (N, F)). ``mcem`` runs ``burn_in`` sweeps and MCEM
-    iterations with ``rmsprop`` (lr, decay, steps) until each image's Q changes by at
-    most ``tol`` of itself (at most ``iterations``; :func:`infer_map`); ``gibbs``
-    ``burn_in`` + ``collect`` sweeps in each of ``chains`` chains (each its own seed and
-    map order, :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged. ``images``
-    (start, stop): only those images, whole batches, as the feature functions take it."""
-    if route not in ("mcem", "gibbs"):
-        raise ValueError(f"route must be 'mcem' or 'gibbs', got {route!r}")
-    if route == "mcem" and (iterations is None or rmsprop is None):
-        raise ValueError("route 'mcem' needs iterations and rmsprop (lr, decay, steps)")
-    if route == "gibbs" and collect is None:
-        raise ValueError("route 'gibbs' needs collect")
-    common = dict(seed=seed, burn_in=int(burn_in), batch_size=int(batch_size), gamma_s=gamma_s,
-                  gamma_e_init=gamma_e_init, hyper=hyper, scan=scan, images=images,
-                  progress=progress)
-    if route == "mcem":
-        return infer_map(x, dictionaries, layers, iterations=int(iterations), tol=float(tol),
-                         rmsprop_lr=float(rmsprop["lr"]), rmsprop_decay=float(rmsprop["decay"]),
-                         rmsprop_steps=int(rmsprop["steps"]), **common)
-    return infer_topdown(x, dictionaries, layers, collect=int(collect), chains=int(chains), **common)
+    """One model's (``start``) top-layer features of ``x`` by the route of ``options``
+    (the result dict of the route's inference; its ``features`` (N, F)):
+    :class:`dgdm_tf.mcem.options.MapOptions`, ``burn_in`` sweeps and MCEM iterations
+    until each image's Q changes by at most ``tol`` of itself (at most ``iterations``;
+    :func:`infer_map`); :class:`dgdm_tf.topdown.options.TopdownOptions`, ``burn_in`` +
+    ``collect`` sweeps in each of ``chains`` chains (each its own seed and map order,
+    :func:`dgdm_tf.topdown.chain.infer_topdown`), averaged. ``images`` (start, stop): only
+    those images, whole batches, as the feature functions take it."""
+    if isinstance(options, MapOptions):
+        return infer_map(x, start, options, seed=seed, images=images, progress=progress)
+    if isinstance(options, TopdownOptions):
+        return infer_topdown(x, start, options, seed=seed, images=images, progress=progress)
+    raise TypeError("the route's options must be MapOptions (Algorithm 2) or TopdownOptions "
+                    f"(the chain's posterior mean), got {type(options).__name__}")
 
 
-def classify(x: np.ndarray, models: Sequence[tuple], mean, std, layers: Sequence[dict], *,
-             route: str, seeds: Sequence[int], burn_in: int, batch_size: int, gamma_s: float,
-             collect: int | None = None, chains: int = 1, iterations: int | None = None,
-             tol: float = 0.0, rmsprop: dict | None = None, gamma_e_init: float | None = None,
-             hyper: dict | None = None, scan: str, images: Sequence[int] | None = None,
+def classify(x: np.ndarray, models: KeptModels, options: MapOptions | TopdownOptions, *,
+             seeds: Sequence[int], images: Sequence[int] | None = None,
              progress: Callable[[str], None] | None = None) -> Classified:
-    """The decision values of ``x`` under each of ``models`` ((dictionaries, beta (C, F+1))
-    pairs; ``mean``, ``std`` the SVM's standardisation of the top layer), model j's
-    features by :func:`top_features` (the other arguments) drawn from ``seeds[j]``.
+    """The decision values of ``x`` under each of ``models`` (:class:`KeptModels`), model
+    j's features by :func:`top_features` with ``options`` drawn from ``seeds[j]``.
     ``images`` (start, stop): only those images (their draws and outputs are the call's
     on all of ``x``; :func:`gather_classified` joins such shards)."""
-    settings = dict(route=route, burn_in=burn_in, batch_size=batch_size, gamma_s=gamma_s,
-                    collect=collect, chains=chains, iterations=iterations, tol=tol,
-                    rmsprop=rmsprop, gamma_e_init=gamma_e_init, hyper=hyper, scan=scan,
-                    images=images, progress=progress)
+    if len(seeds) != len(models.betas):
+        raise ValueError(f"{len(seeds)} seeds for {len(models.betas)} models")
+    mcem = isinstance(options, MapOptions)
     per_model, q_traces, q_sums, q_counts, layer1, seconds = [], [], [], [], None, 0.0
-    for j, (dictionaries, beta) in enumerate(models):
-        res = top_features(x, dictionaries, layers, seed=seeds[j], **settings)
-        if route == "mcem":
+    for j, beta in enumerate(models.betas):
+        res = top_features(x, models.start(j), options, seed=seeds[j], images=images,
+                           progress=progress)
+        if mcem:
             q_traces.append([float(q) for q in res["q_trace"]])
             q_sums.append(res["q_sums"])
             q_counts.append(res["q_counts"])
         elif j == 0:
             layer1 = res["layer1_pooled"]
-        per_model.append(decision_values([beta], mean, std, res["features"]))
+        per_model.append(decision_values([beta], models.mean, models.std, res["features"]))
         seconds += res["seconds"]
     return Classified(scores=np.mean(per_model, axis=0), per_model=per_model, q_traces=q_traces,
                       layer1_pooled=layer1, seconds=seconds, q_sums=q_sums, q_counts=q_counts)
@@ -136,43 +155,13 @@ def gather_classified(parts: Sequence[Classified]) -> Classified:
                       q_sums=q_sums, q_counts=q_counts)
 
 
-def supervised_route(sup, predict: dict, *, hyper: dict | None, scan: str) -> dict:
-    """:func:`top_features`' route settings for the kept models of a supervised model
-    ``sup`` (:class:`dgdm_tf.io.artifacts.SupervisedModel`: its gamma_s and gamma_e) under
-    a ``supervised.predict`` config block (features, burn_in, collect, chains, iterations,
-    tol, batch_size, rmsprop_lr / _decay / _steps)."""
-    return dict(route=predict["features"], burn_in=int(predict["burn_in"]),
-                collect=int(predict["collect"]), chains=int(predict["chains"]),
-                iterations=int(predict["iterations"]), tol=float(predict["tol"]),
-                batch_size=int(predict["batch_size"]),
-                rmsprop={k: predict[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                gamma_s=sup.gamma_s, gamma_e_init=sup.gamma_e_mean, hyper=hyper, scan=scan)
-
-
-def alg2_route(topdown: dict, *, hyper: dict | None) -> dict:
-    """:func:`top_features`' route settings for a `topdown_features` config block of
-    route ``alg2`` (its ``alg2`` settings and ``scan``): the test-time features of the
-    unsupervised_svm and pretrained_svm rows (supplement Algorithm 2)."""
-    if topdown.get("route") != "alg2":
-        raise ValueError(f"alg2_route needs a topdown_features block of route 'alg2', got "
-                         f"{topdown.get('route')!r}")
-    a = topdown["alg2"]
-    return dict(route="mcem", burn_in=int(a["burn_in"]), iterations=int(a["max_iterations"]),
-                tol=float(a["tol"]), batch_size=int(a["batch_size"]),
-                rmsprop={k: a[f"rmsprop_{k}"] for k in ("lr", "decay", "steps")},
-                hyper=hyper, scan=topdown["scan"])
-
-
-def classify_supervised(x: np.ndarray, sup, predict: dict, layers: Sequence[dict], *,
-                        seeds: Sequence[int], hyper: dict | None, scan: str,
+def classify_supervised(x: np.ndarray, sup, options: PredictOptions, layers: Sequence[dict], *,
+                        seeds: Sequence[int], hyper: dict | None,
                         images: Sequence[int] | None = None,
                         progress: Callable[[str], None] | None = None) -> Classified:
-    """:func:`classify` with the kept models of a supervised model ``sup`` by
-    :func:`supervised_route`; ``seeds[j]`` seeds kept model j."""
-    betas = np.asarray(sup.samples_beta)
-    models = [([v[j] for v in sup.samples_D], betas[j]) for j in range(len(betas))]
-    if len(seeds) != len(models):
-        raise ValueError(f"{len(seeds)} seeds for {len(models)} kept models")
-    return classify(x, models, np.asarray(sup.svm_mean), np.asarray(sup.svm_std), layers,
-                    seeds=list(seeds), images=images, progress=progress,
-                    **supervised_route(sup, predict, hyper=hyper, scan=scan))
+    """:func:`classify` with the kept models of a supervised model ``sup``
+    (:meth:`KeptModels.of_supervised`) by the test route of ``options``
+    (:class:`dgdm_tf.mcem.options.PredictOptions`, config block `supervised.predict`);
+    ``seeds[j]`` seeds kept model j."""
+    return classify(x, KeptModels.of_supervised(sup, layers, hyper), options.route,
+                    seeds=list(seeds), images=images, progress=progress)

@@ -27,7 +27,6 @@ matched-filter state of :func:`dgdm_tf.topdown.state.init_state` under the curre
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -37,14 +36,15 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core import random
-from dgdm_tf.data.minibatches import array_batches
+from dgdm_tf.data.minibatches import ArrayData
 from dgdm_tf.io import atomic as atomic_io
 
 from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
+from dgdm_tf.mcem.options import McemOptions, McemStart
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
@@ -250,40 +250,39 @@ def _replicated_step(strategy, model: DeepModel, model_sup, *, n_total: int, bat
     return step
 
 
-def run_mcem(x: np.ndarray, layers: Sequence[dict], *, seed: int, iterations: int,
-             batch_size: int, y: np.ndarray | None = None, **kw) -> dict | None:
-    """:func:`train` on in-memory images ``x`` (N, H, W, C) (labels ``y`` for the
-    supervised model)."""
+def run_mcem(x: np.ndarray, start: McemStart, options: McemOptions, *, seed: int,
+             y: np.ndarray | None = None, devices: Sequence[str] | None = None,
+             checkpoint: CheckpointDir | None = None,
+             progress: Callable[[str], None] | None = print) -> dict | None:
+    """:func:`train` on in-memory images ``x`` (N, H, W, C) in mini-batches of
+    ``options.batch_size`` (at most N; :class:`dgdm_tf.data.minibatches.ArrayData`, seeded
+    by ``seed``); with labels ``y`` the supervised model."""
     x = np.asarray(x, np.float32)
     if x.ndim != 4:
         raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
     if not np.all(np.isfinite(x)):
         raise ValueError("x holds NaN or Inf values; fix the data before training")
-    b = min(int(batch_size), len(x))
-    data_id = {"n": len(x), "shape": list(x.shape), "sum": float(np.sum(x, dtype=np.float64)),
-               "labels": None if y is None else hashlib.sha256(np.asarray(y, np.int64).tobytes()).hexdigest()}
-    return train(array_batches(x, y, b, seed), x.shape[1:], layers, n_total=len(x), seed=seed,
-                 iterations=iterations, batch_size=b, data_id=data_id, **kw)
+    return train(ArrayData(x, y, options.batch_size, seed), start, options, seed=seed,
+                 devices=devices, checkpoint=checkpoint, progress=progress)
 
 
-def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: int, seed: int,
-          iterations: int, batch_size: int, data_id: dict, sweeps: int = 3, n_samples: int = 1,
-          lr: float = 1e-2, decay: float = 0.95, gamma_s: float = 1.0, hyper: dict | None = None,
-          dictionaries: Sequence[np.ndarray] | None = None, prior_scale: float = 1.0,
-          n_classes: int | None = None, svm: dict | None = None, jit_compile: bool = False,
-          devices: Sequence[str] | None = None, checkpoint_dir=None, checkpoint_every: int = 50, trace_path=None,
-          stop_after: int | None = None, scan: str = "random",
+def train(data, start: McemStart, options: McemOptions, *, seed: int,
+          devices: Sequence[str] | None = None, checkpoint: CheckpointDir | None = None,
           progress: Callable[[str], None] | None = print) -> dict | None:
-    """Algorithm 1: ``iterations`` mini-batches from ``batches(start)`` (an iterator of
-    (t, x, y) from iteration ``start``; ``n_total`` images in all), each an E-step then one
-    RMSprop step of every D. Starts from the prior (or from ``dictionaries``). ``scan``:
+    """Algorithm 1: ``options.iterations`` mini-batches from ``data``
+    (:class:`dgdm_tf.data.minibatches.McemData` or :class:`~dgdm_tf.data.minibatches.ArrayData`:
+    ``batches(start)`` an iterator of (t, x, y) from iteration ``start``, of
+    ``batch_size`` images of ``image_shape``, ``n_total`` in all, ``n_classes``, and
+    ``data_id``, what a checkpoint is for), each an E-step then one RMSprop step of every
+    D, with the settings ``options`` (:class:`dgdm_tf.mcem.options.McemOptions`, config
+    block `mcem`). Starts from ``start.dictionaries`` (None: from the prior). ``scan``:
     the E-step sweeps' visiting order (:class:`DeepModel`), in the checkpoint's
     fingerprint.
 
-    Supervised model: ``n_classes`` and ``svm`` = {'hyper': SvmHyper fields, 'start':
-    the iteration supervision starts at (the top layer's standardisation is fixed from that
-    batch's samples), 'step_power': beta's Robbins-Monro exponent}; beta then gets its
-    closed-form M-step (:mod:`dgdm_tf.mcem.svm_step`) every iteration from ``start`` on.
+    Supervised model (``data.n_classes`` not None: the batches have labels): the SVM
+    (``svm``'s settings) enters at iteration ``supervise_from`` (the top layer's
+    standardisation is fixed from that batch's samples); beta then gets its closed-form
+    M-step (:mod:`dgdm_tf.mcem.svm_step`) every iteration, its step (1 + t)^-``beta_step_power``.
 
     ``devices`` (e.g. every visible GPU): data parallel with
     ``tf.distribute.MirroredStrategy``: each device runs the E-step and the gradient of
@@ -291,23 +290,28 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
     term counted once), then one RMSprop step and beta's step on the host
     (:func:`_replicated_step`). None: one device, the default one.
 
-    Checkpoints (D, RMSprop state, beta, trace) atomically every ``checkpoint_every``
-    iterations; a rerun with the same inputs resumes there and ends where an
-    uninterrupted run ends (:func:`dgdm_tf.mcmc.driver.run_chain` runs
-    :class:`McemKernel`). Returns {'D': [per layer], 'beta', 'mean', 'std' (None
-    unsupervised), 'trace': [...], 'seconds'}; None when ``stop_after`` ended it early.
+    ``checkpoint`` (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): D, RMSprop state, beta
+    saved atomically to its folder (mcem_checkpoint.npz) every ``checkpoint_every``
+    iterations, the trace written live to its ``trace_path``; a rerun with the same
+    inputs resumes there and ends where an uninterrupted run ends
+    (:func:`dgdm_tf.mcmc.driver.run_chain` runs :class:`McemKernel`). Returns {'D': [per
+    layer], 'beta', 'mean', 'std' (None unsupervised), 'trace': [...], 'seconds'}; None
+    when ``checkpoint.stop_after`` ended it early.
     """
+    o, layers, hyper, dictionaries = options, start.layers, start.hyper, start.dictionaries
     say = progress or (lambda _m: None)
+    image_shape, n_total, batch_size = tuple(data.image_shape), int(data.n_total), int(data.batch_size)
+    n_classes = data.n_classes
+    supervised = n_classes is not None
+    iterations, sweeps, n_samples = int(o.iterations), int(o.sweeps), int(o.n_samples)
+    lr, decay, gamma_s = float(o.lr), float(o.decay), float(o.gamma_s)
+    prior_scale, scan = float(o.prior_scale), o.scan
+    svm_hyper, step_power = o.svm_hyper, float(o.beta_step_power)
+    svm = ({"hyper": dict(o.svm), "start": int(o.supervise_from), "step_power": step_power}
+           if supervised else None)
     model = DeepModel(image_shape, layers, hyper, scan=scan)
-    supervised = svm is not None
-    if supervised and not n_classes:
-        raise ValueError("the supervised model needs n_classes")
-    svm_hyper = deep_svm.SvmHyper.from_dict((svm or {}).get("hyper"))
-    step_power = float((svm or {}).get("step_power", 0.7))
-    if supervised and not 0.5 < step_power <= 1.0:
-        raise ValueError(f"beta's Robbins-Monro exponent must be in (0.5, 1], got {step_power}")
     model_sup = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan) if supervised else None
-    fp = json.dumps({"data": data_id, "layers": list(layers), "seed": seed, "batch": batch_size,
+    fp = json.dumps({"data": data.data_id, "layers": list(layers), "seed": seed, "batch": batch_size,
                      "sweeps": sweeps, "n_samples": n_samples, "lr": lr, "decay": decay,
                      "gamma_s": gamma_s, "prior_scale": prior_scale, "hyper": hyper,
                      "svm": svm, "n_classes": n_classes,
@@ -317,17 +321,18 @@ def train(batches: Callable, image_shape, layers: Sequence[dict], *, n_total: in
                      **({"scan": scan} if scan != "fixed" else {})}, sort_keys=True,
                     default=str)
     kernel = McemKernel(
-        batches, model, model_sup, iterations=iterations, n_total=n_total, seed=seed,
+        data.batches, model, model_sup, iterations=iterations, n_total=n_total, seed=seed,
         batch_size=batch_size, sweeps=sweeps, n_samples=n_samples, lr=lr, decay=decay,
         gamma_s=gamma_s, dictionaries=dictionaries, prior_scale=prior_scale,
-        n_classes=n_classes, svm_hyper=svm_hyper, svm_start=int((svm or {}).get("start", 0)),
-        step_power=step_power, jit_compile=jit_compile, devices=devices,
-        trace_path=trace_path, say=say)
-    ck = Checkpoint(Path(checkpoint_dir) / "mcem_checkpoint.npz" if checkpoint_dir else None, fp,
-                    every=checkpoint_every, step_key="step",
+        n_classes=n_classes, svm_hyper=svm_hyper, svm_start=int(o.supervise_from) if supervised else 0,
+        step_power=step_power, jit_compile=bool(o.jit_compile), devices=devices,
+        trace_path=None if checkpoint is None else checkpoint.trace_path, say=say)
+    ck = Checkpoint(None if checkpoint is None else Path(checkpoint.dir) / "mcem_checkpoint.npz", fp,
+                    every=int(o.checkpoint_every), step_key="step",
                     resumed="resuming stochastic MCEM at iteration {done}/{total} ({path})",
                     stale="checkpoint {path} is from other inputs or settings; starting afresh")
-    run = run_chain(kernel, iterations, ck, say=say, stop_after=stop_after)
+    run = run_chain(kernel, iterations, ck, say=say,
+                    stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
     (state, g), rows = run.state, run.rows

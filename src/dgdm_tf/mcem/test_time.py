@@ -42,6 +42,8 @@ from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.shards import concat_parts, image_range
 from dgdm_tf.core.model import DeepModel, layer_inputs
+from dgdm_tf.mcem.options import MapOptions
+from dgdm_tf.topdown.options import Start
 
 
 def resample_gamma_s_given_w(state: DeepState, w, model: DeepModel, seed):
@@ -157,15 +159,14 @@ def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
     return compiled(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
 
 
-def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
-              seed: int, burn_in: int, iterations: int, batch_size: int, gamma_s: float,
-              gamma_e_init: float | None = None, hyper: dict | None = None,
-              rmsprop_lr: float = 1e-3, rmsprop_decay: float = 0.95, rmsprop_steps: int = 1,
-              tol: float = 0.0, scan: str = "random", images: Sequence[int] | None = None,
+def infer_map(x: np.ndarray, start: Start, options: MapOptions, *, seed: int,
+              images: Sequence[int] | None = None,
               progress: Callable[[str], None] | None = print) -> dict:
-    """MAP top-layer features of ``x`` (Algorithm 2): ``burn_in`` Gibbs sweeps with the
-    dictionaries fixed (gamma_s from ``gamma_s``, then drawn per image and map unless it
-    is global), then MCEM iterations until each image's Q changes by less than ``tol``
+    """MAP top-layer features of ``x`` (Algorithm 2) under the dictionaries of ``start``
+    (:class:`dgdm_tf.topdown.options.Start`), with the settings ``options``
+    (:class:`dgdm_tf.mcem.options.MapOptions`): ``burn_in`` Gibbs sweeps with the
+    dictionaries fixed (gamma_s from ``start.gamma_s_init``, then drawn per image and map
+    unless it is global), then MCEM iterations until each image's Q changes by less than ``tol``
     relative to its previous value (at most ``iterations``; ``tol`` 0: exactly
     ``iterations``). An image's features are its M-step point at the iteration it first
     met the tolerance; the batch runs on until every image has (or ``iterations``).
@@ -185,15 +186,16 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
     """
     x = np.asarray(x, np.float32)
     check_finite("test-time MCEM input x", x)
-    if burn_in < 0 or iterations < 1 or batch_size < 1 or tol < 0:
-        raise ValueError("need burn_in >= 0, iterations >= 1, batch_size >= 1 and tol >= 0")
+    o, dictionaries = options, start.dictionaries
+    burn_in, iterations, tol = int(o.burn_in), int(o.iterations), float(o.tol)
     say = progress or (lambda _m: None)
     # fewer images than a batch are one batch of their own size, not padded to batch_size
-    batch_size = min(int(batch_size), len(x))
+    batch_size = min(int(o.batch_size), len(x))
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
-    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
+    model = DeepModel(x.shape[1:], start.layers, start.hyper, scan=o.scan).with_ks(ks)
     gibbs_fn = make_sweep_fn(model, update_globals=False)
-    mcem_fn = make_iteration_fn(model, lr=rmsprop_lr, decay=rmsprop_decay, steps=rmsprop_steps)
+    mcem_fn = make_iteration_fn(model, lr=float(o.rmsprop_lr), decay=float(o.rmsprop_decay),
+                                steps=int(o.rmsprop_steps))
     feats, iters, conv, l1s, q_sums, q_counts = [], [], [], [], [], []
     lo, hi = image_range(images, len(x), batch_size)
     t0 = time.time()
@@ -207,8 +209,8 @@ def infer_map(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequenc
                          else real)
         nb = int(xb.shape[0])
         bseed = random.fold(random.salted(seed, "map_batch", tf.int32), b0 // batch_size)
-        st = init_state(xb, model, dictionaries, bseed, gamma_e_init=gamma_e_init,
-                        gamma_s_init=gamma_s)
+        st = init_state(xb, model, dictionaries, bseed, gamma_e_init=start.gamma_e_init,
+                        gamma_s_init=start.gamma_s_init)
         for _ in range(burn_in):
             st, _ = gibbs_fn(st, xb)
         w = st.s_top

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.shards import concat_parts, image_range
+from dgdm_tf.topdown.options import Start, TopdownOptions
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.pretrain.chain_parts import check_finite
@@ -42,17 +43,16 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
     return out
 
 
-def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *,
-                  seed: int, burn_in: int, collect: int, batch_size: int, gamma_s: float,
-                  gamma_e_init: float | None = None, hyper: dict | None = None, mask=None,
-                  chains: int = 1, chain_orders: str = "permuted", scan: str = "random", start=None,
-                  keep_chains: bool = False, keep_draws: bool = False,
+def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed: int, mask=None,
                   images: Sequence[int] | None = None,
                   progress: Callable[[str], None] | None = print) -> dict:
-    """Posterior means with every dictionary and gamma_s fixed: each image's own Z, S,
-    theta, pi and gamma_e are sampled. ``mask`` (same shape as x, 1 = observed) drops
-    the missing pixels from the likelihood. ``start``: the top layer's order-free start
-    (:mod:`dgdm_tf.topdown.ridge_start`; None: every top unit off).
+    """Posterior means with every dictionary of ``start`` (:class:`Start`) and gamma_s
+    (its ``gamma_s_init``) fixed: each image's own Z, S, theta, pi and gamma_e are sampled,
+    with the settings ``options`` (:class:`TopdownOptions`, config block
+    `topdown_features`; :class:`InpaintOptions`, block `inpaint`). ``mask`` (same shape as
+    x, 1 = observed) drops the missing pixels from the likelihood. ``options.start``: the
+    top layer's order-free start (:mod:`dgdm_tf.topdown.ridge_start`; None or kind off:
+    every top unit off).
 
     Returns {'features': (N, F) Rao-Blackwellised mean of S[L-1],
     'reconstruction': (N, H, W, C) posterior mean of g(S[L-1], Z) (the whole image,
@@ -86,6 +86,9 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
     ``scan``: the sweeps' visiting order (:class:`DeepModel`); with "random" every
     chain draws its own orders, sweep by sweep, and the permuted maps only relabel them.
     """
+    o, dictionaries = options, start.dictionaries
+    burn_in, collect, batch_size, chains = int(o.burn_in), int(o.collect), int(o.batch_size), int(o.chains)
+    keep_chains, keep_draws, top_start = o.keep_chains, o.keep_draws, o.ridge_start
     x = np.asarray(x, np.float32)
     if mask is not None:
         mask = np.asarray(mask, np.float32)
@@ -94,15 +97,11 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         # missing pixels never enter (and need not be finite)
         x = np.where(mask > 0, x, 0.0).astype(np.float32)
     check_finite("inference input x (observed pixels)", x)
-    if int(chains) < 1:
-        raise ValueError(f"chains must be >= 1, got {chains}")
     say = progress or (lambda _m: None)
     ks = [int(np.shape(d)[-1]) for d in dictionaries]
-    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(ks)
+    model = DeepModel(x.shape[1:], start.layers, start.hyper, scan=o.scan).with_ks(ks)
     lower = model.geoms[:-1]
-    if chain_orders not in ("permuted", "same"):
-        raise ValueError(f"chain_orders must be 'permuted' or 'same', got {chain_orders!r}")
-    perms = [chain_permutations(ks, c if chain_orders == "permuted" else 0) for c in range(int(chains))]
+    perms = [chain_permutations(ks, c if o.chain_orders == "permuted" else 0) for c in range(chains)]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
     feats, recs, l1s, per_chain, draws = [], [], [], [], []
     fns = {}
@@ -124,8 +123,8 @@ def infer_topdown(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Seq
         for c in range(int(chains)):
             f_before = f_acc
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
-            st = init_state(xb, model, dicts[c], cseed, gamma_e_init=gamma_e_init,
-                            gamma_s_init=gamma_s, mask=mb, start=start)
+            st = init_state(xb, model, dicts[c], cseed, gamma_e_init=start.gamma_e_init,
+                            gamma_s_init=start.gamma_s_init, mask=mb, start=top_start)
             back_top = np.argsort(perms[c][-1])  # the chain's maps -> the given order
             back_l1 = np.argsort(perms[c][0])
             for t in range(burn_in + collect):

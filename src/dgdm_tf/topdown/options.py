@@ -1,6 +1,7 @@
-"""Options of the top-down chains (:func:`dgdm_tf.topdown.refine.run_refine`): the
-config blocks ``refine`` and ``supervised`` (:mod:`dgdm_tf.core.options`), and the model
-a chain starts from."""
+"""Options of the top-down chains: the config blocks ``refine`` and ``supervised``
+(:func:`dgdm_tf.topdown.refine.run_refine`), ``topdown_features`` and ``inpaint``
+(:func:`dgdm_tf.topdown.chain.infer_topdown`) (:mod:`dgdm_tf.core.options`), and the
+model a chain starts from."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from dgdm_tf.core.options import options
 from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE
+from dgdm_tf.pretrain.ridge_start import RidgeStart
 from dgdm_tf.supervised.joint_svm import SvmHyper
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 
@@ -20,8 +22,9 @@ class Start:
     """The model a top-down chain starts from: each layer's dictionary (bottom first,
     (dh, dw, C, K)), the layers' settings (config `model.layers`), the hyperparameters
     (config `hyper`; None: the defaults), the start values of the noise precisions
-    gamma_e (None: the model's own start) and of the top weights' precision gamma_s, and
-    with labels the number of classes of the SVM (Sec. 2.3)."""
+    gamma_e (None: the model's own start) and of the top weights' precision gamma_s (the
+    test-time chains hold it, or draw it per image from there), and with labels the number
+    of classes of the SVM (Sec. 2.3)."""
     dictionaries: Sequence[np.ndarray]
     layers: Sequence[dict]
     hyper: dict | None = None
@@ -105,3 +108,59 @@ class SupervisedOptions(_Chain):
                                    "b_kappa": self.b_kappa, "kappa": self.kappa,
                                    "bias_var": self.bias_var, "scale": self.scale,
                                    "steps": self.svm_steps})
+
+
+@options("dataset.topdown_features", other={
+    "n_train": "the rule script picks the images", "n_test": "the rule script picks the images",
+    "route": "the rule script's choice of entry point (dgdm_tf.mcem.options.topdown_route)",
+    "alg2": "route alg2's block (dgdm_tf.mcem.options.Alg2Options)",
+    "posterior_check": "the rule script's check (dgdm_tf.topdown.evidence.posterior_gain)"},
+    library_only={"chain_orders": "permuted (each chain c > 0 in its own map order) or same",
+                  "keep_chains": "also return each chain's own mean",
+                  "keep_draws": "also return every collected sweep's features"})
+class TopdownOptions:
+    """``start`` is the config's block (or a
+    :class:`dgdm_tf.pretrain.ridge_start.RidgeStart`, or None: every top unit off);
+    ``ridge_start`` its settings. ``sweeps``: burn_in + collect per chain."""
+    burn_in: int = 0
+    collect: int = 1
+    chains: int = 2
+    batch_size: int = 256
+    scan: str = "fixed"
+    start: dict | RidgeStart | None = dataclasses.field(default_factory=lambda: {
+        "kind": "off", "threshold": 0.5, "ridge": 0.01, "iterations": 20})
+    chain_orders: str = "permuted"
+    keep_chains: bool = False
+    keep_draws: bool = False
+
+    def __post_init__(self):
+        if int(self.chains) < 1:
+            raise ValueError(f"chains must be >= 1, got {self.chains}")
+        if self.chain_orders not in ("permuted", "same"):
+            raise ValueError(f"chain_orders must be 'permuted' or 'same', got {self.chain_orders!r}")
+
+    @property
+    def ridge_start(self) -> RidgeStart | None:
+        return RidgeStart.from_config(self.start) if isinstance(self.start, dict) else self.start
+
+    @property
+    def sweeps(self) -> int:
+        return int(self.burn_in) + int(self.collect)
+
+
+@options("dataset.inpaint", other={
+    "n_images": "the rule script picks the images",
+    "mask": "the rule script draws the mask (dgdm_tf.topdown.chain.missing_mask)",
+    "fraction": "the mask's (missing_mask)", "block": "the mask's (missing_mask)"},
+    library_only={"chains": "one chain reconstructs (TopdownOptions.chains)",
+                  "chain_orders": "as TopdownOptions'", "keep_chains": "as TopdownOptions'",
+                  "keep_draws": "as TopdownOptions'"})
+class InpaintOptions(TopdownOptions):
+    """The options of :class:`TopdownOptions` with the inpainting block's defaults."""
+    burn_in: int = 8
+    collect: int = 8
+    chains: int = 1
+    batch_size: int = 100
+    scan: str = "random"
+    start: dict | RidgeStart | None = dataclasses.field(default_factory=lambda: {
+        "kind": "ridge", "threshold": 0.1, "ridge": 0.01, "iterations": 20})
