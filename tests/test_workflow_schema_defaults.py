@@ -20,8 +20,6 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 #: an entry point that takes options (dgdm_tf.core.options) is checked by
 #: tests/test_core_options.py instead
 CALLS = [
-    ("dgdm_tf.pretrain.chain:run_pretrain_layer", "dataset.pretrain"),
-    ("dgdm_tf.pretrain.features:infer_features", "dataset.features"),
     ("dgdm_tf.topdown.chain:infer_topdown", "dataset.topdown_features"),
     ("dgdm_tf.topdown.chain:infer_topdown", "dataset.inpaint"),
     ("dgdm_tf.mcem.test_time:infer_map", "dataset.supervised.predict"),
@@ -40,13 +38,6 @@ CALLS = [
 OFF = "the library's default switches it off; the schema's turns it on"
 TWO = "one function serves two blocks whose defaults differ; the rules pass the value"
 EXEMPT = {
-    ("run_pretrain_layer", "prune_min_usage"): OFF,
-    ("run_pretrain_layer", "anneal_ratio"): OFF,
-    ("run_pretrain_layer", "anneal_start"): OFF,
-    ("run_pretrain_layer", "jit_compile"): "one layer's flag; the rule picks it from the per-layer setting",
-    ("infer_features", "anneal_ratio"): OFF,
-    ("infer_features", "anneal_start"): OFF,
-    ("infer_features", "start"): "the library's RidgeStart() is pretraining's (40 CG steps); features' is 20",
     ("infer_map", "tol"): "0 in the library runs every iteration asked; supervised.predict stops each image when its Q settles",
     ("infer_topdown", "scan"): TWO,
     ("infer_topdown", "start"): TWO,

@@ -33,8 +33,11 @@ def schema() -> dict:
 
 
 def _resolve(node: dict) -> dict:
+    """The node a ``$ref`` names, with the referring node's own keys over it (a block's
+    ``default`` and ``description`` of a shared definition are the block's)."""
     while isinstance(node, dict) and "$ref" in node:
-        node = schema()["$defs"][node["$ref"].split("/")[-1]]
+        own = {k: v for k, v in node.items() if k != "$ref"}
+        node = {**schema()["$defs"][node["$ref"].split("/")[-1]], **own}
     return node
 
 
