@@ -17,6 +17,7 @@ from dgdm_tf.mcem import averaging as A, stochastic as M
 from dgdm_tf.mcem.options import AveragingOptions, McemOptions, McemStart
 from dgdm_tf.mcmc.driver import CheckpointDir
 from dgdm_tf.pretrain import chain
+from dgdm_tf.pretrain.options import Layer, PretrainOptions
 from dgdm_tf.topdown import refine
 from _damage import random_bytes, truncate
 from _smcem_model import AVERAGING, HYPER, LAYERS as MCEM_LAYERS, MCEM, labelled
@@ -38,12 +39,16 @@ def _pretrain_data(n=12, side=12, seed=0):
     return rng.random((n, side, side, 1)).astype(np.float32) * (rng.random((n, side, side, 1)) < 0.3)
 
 
-PRETRAIN = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2)
+PRETRAIN = dict(burn_in=4, collect=3, thin=2, checkpoint_every=2, prune_min_usage=0.0,
+                jit_compile=False)
 
 
 def _pretrain(ck, stop_after, progress, **kw):
-    return chain.run_pretrain_layer(_pretrain_data(), checkpoint_dir=ck, checkpoint_every=2,
-                                    stop_after=stop_after, progress=progress, **PRETRAIN, **kw)
+    return chain.run_pretrain_layer(
+        _pretrain_data(), Layer(dict_size=3, n_dict=4, pool=2),
+        PretrainOptions(**{**PRETRAIN, **kw}), seed=5,
+        checkpoint=None if ck is None else CheckpointDir(ck, stop_after=stop_after, trace=None),
+        progress=progress)
 
 
 REFINE = dict(burn_in=3, collect=3, checkpoint_every=2)

@@ -111,16 +111,21 @@ def test_a_second_batched_pretraining_chain_makes_no_new_trace(tmp_path):
     """Two batched pretraining chains of one layer model (batches of 4, 4 and 2 images):
     the second, from another seed, runs on the first's traces of the batch step and the
     global step."""
+    from dgdm_tf.mcmc.driver import CheckpointDir
     from dgdm_tf.pretrain import batched, chain
+    from dgdm_tf.pretrain.options import Layer, PretrainOptions
 
     x = np.random.default_rng(0).random((10, 12, 12, 1)).astype(np.float32)
-    kw = dict(dict_size=3, n_dict=3, pool=2, burn_in=2, collect=1, prune_min_usage=0.0,
-              progress=None, batch_size=4)
+    layer = Layer(dict_size=3, n_dict=3, pool=2)
+    opts = PretrainOptions(burn_in=2, collect=1, prune_min_usage=0.0, batch_size=4,
+                           jit_compile=False)
     builders = (batched.make_batch_step, batched.make_global_step)
-    chain.run_pretrain_layer(x, seed=1, checkpoint_dir=tmp_path / "a", **kw)
+    chain.run_pretrain_layer(x, layer, opts, seed=1, progress=None,
+                             checkpoint=CheckpointDir(tmp_path / "a", trace=None))
     first = [b.tracing_count() for b in builders]
     assert all(n > 0 for n in first)
-    chain.run_pretrain_layer(x, seed=2, checkpoint_dir=tmp_path / "b", **kw)
+    chain.run_pretrain_layer(x, layer, opts, seed=2, progress=None,
+                             checkpoint=CheckpointDir(tmp_path / "b", trace=None))
     assert [b.tracing_count() for b in builders] == first
 
 

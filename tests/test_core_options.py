@@ -8,13 +8,15 @@ import dataclasses
 import pytest
 
 from dgdm_tf.core import options as core_options
+from dgdm_tf.pretrain.options import FeatureOptions, PretrainOptions
+from dgdm_tf.pretrain.ridge_start import RidgeStart
 from dgdm_tf.topdown.options import RefineOptions, SupervisedOptions
 from dgdm_tf.topdown.options import InpaintOptions, TopdownOptions
 from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, McemOptions,
                                   PredictOptions)
 
 #: every options class (one per config block of an entry point)
-OPTIONS = [RefineOptions, SupervisedOptions]
+OPTIONS = [RefineOptions, SupervisedOptions, PretrainOptions, FeatureOptions]
 OPTIONS += [TopdownOptions, InpaintOptions, MapOptions, Alg2Options, PredictOptions, McemOptions,
             AveragingOptions]
 
@@ -25,6 +27,16 @@ def _schema_default(cls, where: str):
         node = core_options._resolve(node["properties"][part])
     assert "default" in node, f"{cls.BLOCK}.{where} has no default in the schema"
     return node["default"]
+
+
+def _from_schema(cls, field: str):
+    """The field as from_config makes it of the schema's default (a start block is a
+    RidgeStart there)."""
+    where = cls.NESTED.get(field, field)
+    block = _schema_default(cls, where)
+    for part in reversed(where.split(".")):
+        block = {part: block}
+    return getattr(cls.from_config(block), field)
 
 
 @pytest.mark.parametrize("cls", OPTIONS, ids=lambda c: c.__name__)
@@ -50,7 +62,7 @@ def test_the_defaults_are_the_schemas(cls):
     differ = [f"{f.name}={getattr(made, f.name)!r}, schema {cls.NESTED.get(f.name, f.name)}: "
               f"{_schema_default(cls, cls.NESTED.get(f.name, f.name))!r}"
               for f in dataclasses.fields(cls) if f.name not in cls.LIBRARY_ONLY
-              and getattr(made, f.name) != _schema_default(cls, cls.NESTED.get(f.name, f.name))]
+              and getattr(made, f.name) != _from_schema(cls, f.name)]
     assert not differ, f"{cls.__name__} defaults that are not the schema's: {differ}"
     assert cls.from_config({}) == made
 
@@ -142,3 +154,31 @@ def test_a_missing_schema_is_a_clear_error(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         core_options.schema.cache_clear()
+
+
+def test_the_layerwise_options_refuse_a_misspelt_key_and_derive_their_settings():
+    """pretrain and features: an unknown key by name, the rule's keys dropped, the start
+    block a RidgeStart (kind off: None), the tempered sweeps and the batches derived."""
+    with pytest.raises(ValueError) as err:
+        PretrainOptions.from_config({"burn_in": 3, "anneal_fractoin": 0.5})
+    known = sorted(core_options.keys("dataset.pretrain"))
+    assert str(err.value) == (f"pretrain: unknown key 'anneal_fractoin'; the block knows: "
+                              f"{', '.join(known)}")
+    with pytest.raises(ValueError, match=r"^features: unknown key 'dict_init'; the block knows: "
+                                         r"anneal_fraction, anneal_ratio, "):
+        FeatureOptions.from_config({"dict_init": "prior"})  # the library's only
+    p = PretrainOptions.from_config({"n_images": 9, "keep_checkpoints": True, "burn_in": 10,
+                                     "collect": 3, "thin": 2, "anneal_fraction": 0.25,
+                                     "jit_compile": [False, True], "batch_size": 4,
+                                     "start": {"kind": "ridge", "iterations": 7}})
+    assert (p.sweeps, p.anneal_sweeps, p.jit_compile) == (16, 2, (False, True))  # round(2.5)
+    assert (p.jit_for(0, 2), p.jit_for(1, 2), p.start) == (False, True, RidgeStart(iterations=7))
+    assert p.batch_bounds(10) == [(0, 4), (4, 8), (8, 10)]
+    assert PretrainOptions().batch_bounds(10) == [(0, 10)]
+    f = FeatureOptions.from_config({"route": "layerwise", "burn_in": 4, "collect": 2,
+                                    "start": {"kind": "off"}})
+    assert (f.sweeps, f.start, f.jit_for(0, 2), f.jit_for(1, 2)) == (6, None, False, True)
+    with pytest.raises(ValueError, match="one per layer"):
+        PretrainOptions(jit_compile=[True]).jit_for(0, 2)
+    with pytest.raises(ValueError, match="pruning happens at the end of burn-in"):
+        PretrainOptions.from_config({"burn_in": 0})

@@ -135,7 +135,7 @@ def results(tmp_path_factory):
     from dgdm_tf.io import artifacts
     from dgdm_tf.pretrain.block_posterior import block_posterior_features
     from dgdm_tf.pretrain.chain import run_pretrain_layer
-    from dgdm_tf.pretrain.ridge_start import RidgeStart
+    from dgdm_tf.pretrain.options import Layer, PretrainOptions
 
     repo = tmp_path_factory.mktemp("repo")
     root = repo / "results" / DS
@@ -153,9 +153,10 @@ def results(tmp_path_factory):
     out = []
     for l, layer in enumerate(layers):
         out.append(run_pretrain_layer(
-            x, dict_size=layer["dict_size"], n_dict=layer["n_dict"], pool=layer["pool"],
-            seed=seed_for(cfg["seed"], DS, "pretrain", l + 1), burn_in=2, collect=1, hyper=cfg["hyper"],
-            scan=pre["scan"], start=RidgeStart.from_config(pre["start"]), progress=None))
+            x, Layer(**layer, hyper=cfg["hyper"]),
+            PretrainOptions(burn_in=2, collect=1, prune_min_usage=0.0, jit_compile=False,
+                            scan=pre["scan"], start=pre["start"]),
+            seed=seed_for(cfg["seed"], DS, "pretrain", l + 1), progress=None))
         artifacts.write_pretrained_layer(
             root / "pretrain" / f"layer{l + 1}.npz", D=out[l]["D"], kept=out[l]["kept"],
             usage=out[l]["usage"], x_next=out[l]["x_next"], gamma_e=out[l]["gamma_e"],

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from dgdm_tf.mcmc import anneal, diagnostics as mixing
-from dgdm_tf.pretrain.chain import run_pretrain_layer
-from dgdm_tf.pretrain.features import infer_layer
+from dgdm_tf.pretrain.options import FeatureOptions, PretrainOptions
 from dgdm_tf.core.layout import LayerGeometry
+from _layer_features import layer_features
 from _model_draws import strokes as _strokes
 
 
@@ -44,10 +44,10 @@ OLD = dict(scan="fixed", start=None)  # fixed colour order, every block off at t
 
 
 def _run(x, d, p, seed, anneal_sweeps, order=None):
-    return infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=seed,
-                       burn_in=max(anneal_sweeps, 5), collect=5, batch_size=len(x),
-                       anneal_sweeps=anneal_sweeps, anneal_ratio=3000.0, anneal_start=0.05,
-                       colour_order=order, progress=None, **OLD)
+    burn_in = max(anneal_sweeps, 5)
+    return layer_features(x, d, p, seed, burn_in=burn_in, collect=5, batch_size=len(x),
+                          anneal_fraction=anneal_sweeps / burn_in, anneal_ratio=3000.0,
+                          anneal_start=0.05, colour_order=order, **OLD)
 
 
 @pytest.mark.slow
@@ -74,25 +74,21 @@ def test_a_cap_above_every_precision_changes_no_draw(strokes):
     """The cap is a min(): where it does not bind the sweep is the exact one, bitwise."""
     x, d, _, p = strokes
     x = x[:40]
-    plain = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=3, burn_in=2,
-                        collect=2, batch_size=40, progress=None)
-    capped = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=3, burn_in=2,
-                         collect=2, batch_size=40, anneal_sweeps=2, anneal_ratio=1.0,
-                         anneal_start=1e9, progress=None)
-    assert not np.array_equal(plain, infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0,
-                                                 seed=4, burn_in=2, collect=2, batch_size=40,
-                                                 progress=None))  # the seed matters
+    kw = dict(burn_in=2, collect=2, batch_size=40)
+    plain = layer_features(x, d, p, 3, **kw)
+    capped = layer_features(x, d, p, 3, anneal_fraction=1.0, anneal_ratio=1.0, anneal_start=1e9,
+                            **kw)
+    assert not np.array_equal(plain, layer_features(x, d, p, 4, **kw))  # the seed matters
     np.testing.assert_array_equal(plain, capped)
 
 
-def test_annealing_past_burn_in_is_refused(strokes):
-    x, d, _, p = strokes
-    with pytest.raises(ValueError, match="must not exceed burn_in"):
-        infer_layer(x[:4], d, p, gamma_w=1.0, seed=0, burn_in=2, collect=1, batch_size=4,
-                    anneal_sweeps=3, progress=None)
-    with pytest.raises(ValueError, match="must not exceed burn_in"):
-        run_pretrain_layer(x[:4], dict_size=5, n_dict=2, pool=2, seed=0, burn_in=2, collect=1,
-                           anneal_sweeps=3, progress=None)
+def test_annealing_past_burn_in_is_refused():
+    assert FeatureOptions(burn_in=3, anneal_fraction=0.5).anneal_sweeps == 2  # round(1.5)
+    assert PretrainOptions(burn_in=60, anneal_fraction=0.25).anneal_sweeps == 15
+    for options in (FeatureOptions, PretrainOptions):
+        with pytest.raises(ValueError, match=r"anneal_fraction must be in \[0, 1\], got 1.5: "
+                                             "only burn-in sweeps may run at a tempered"):
+            options(burn_in=2, anneal_fraction=1.5)
 
 
 @pytest.mark.slow
@@ -104,9 +100,9 @@ def test_independent_chains_average_over_decompositions(strokes):
     out = {}
     for m in (2, 8):
         st = {}
-        f = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=1, burn_in=10,
-                        collect=5, batch_size=len(x), anneal_sweeps=10, anneal_ratio=3000.0,
-                        anneal_start=0.05, chains=m, stats=st, progress=None, **OLD)
+        f = layer_features(x, d, p, 1, stats=st, burn_in=10, collect=5, batch_size=len(x),
+                           anneal_fraction=1.0, anneal_ratio=3000.0, anneal_start=0.05,
+                           chains=m, **OLD)
         out[m] = dict(truth=np.corrcoef(f.ravel(), truth.ravel())[0, 1], half=st["half_distance"])
     one = _run(x, d, p, 1, 10)
     truth_one = np.corrcoef(one.ravel(), truth.ravel())[0, 1]

@@ -2,6 +2,8 @@
 disk): D's draw is resample_d's, the sweep keeps the joint (Geweke), recovers a known
 dictionary, and a killed run resumes bit for bit. Fixed seeds, stated tolerances."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,6 +12,8 @@ from dgdm_tf.pretrain import chain, batched_chain as chain_batched
 from dgdm_tf.pretrain import kernel as P, layer_model as PM
 from dgdm_tf.pretrain import dictionary as PD, batched as S
 from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.pretrain.options import Layer, PretrainOptions
 from _deep_geweke import geweke_chains
 from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
                            layer_stats, recovery_data)
@@ -146,9 +150,11 @@ def test_batched_chain_recovers_known_dictionary(tmp_path):
     the collected dictionary matches the truth with mean cosine >= 0.9 and the fit
     reaches the noise level, as the in-memory chain does."""
     x, d_true, noise_rel = recovery_data()
-    out = chain.run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,
-                                   collect=10, dict_init="prior", progress=None,
-                                   batch_size=125, checkpoint_dir=tmp_path)
+    out = chain.run_pretrain_layer(
+        x, Layer(dict_size=5, n_dict=4, pool=2),
+        PretrainOptions(burn_in=60, collect=10, prune_min_usage=0.0, dict_init="prior",
+                        batch_size=125, jit_compile=False),
+        seed=3, checkpoint=CheckpointDir(tmp_path, trace=None), progress=None)
     cos = match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
     assert cos >= 0.9, cos
     assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)
@@ -160,8 +166,14 @@ def _data(n=10, side=12, seed=0):
     return rng.random((n, side, side, 1)).astype(np.float32) * (rng.random((n, side, side, 1)) < 0.3)
 
 
-ARGS = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2,
-            prune_min_usage=0.3, progress=None, batch_size=4)
+OPTIONS = PretrainOptions(burn_in=4, collect=3, thin=2, prune_min_usage=0.3, batch_size=4,
+                          jit_compile=False)
+
+
+def _run(x, checkpoint, *, progress=None, **changes):
+    return chain.run_pretrain_layer(x, Layer(dict_size=3, n_dict=4, pool=2),
+                                    dataclasses.replace(OPTIONS, **changes), seed=5,
+                                    checkpoint=checkpoint, progress=progress)
 
 
 def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
@@ -169,11 +181,11 @@ def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     half written), both resume to the uninterrupted run's outputs exactly; pruning at
     the end of burn-in happens between them."""
     x = _data()
-    full = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "a", **ARGS)
+    full = _run(x, CheckpointDir(tmp_path / "a", trace=None))
     assert full["D"].shape[-1] < 4  # the pruning path ran
     lines = []
-    assert chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", stop_after=5,
-                                    **{**ARGS, "progress": lines.append}) is None
+    assert _run(x, CheckpointDir(tmp_path / "b", stop_after=5, trace=None),
+                progress=lines.append) is None
     writes = []
     real_write = chain_batched.BatchStore.write
 
@@ -185,11 +197,9 @@ def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
 
     monkeypatch.setattr(chain_batched.BatchStore, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
-        chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
-                                 **{**ARGS, "progress": lines.append})
+        _run(x, CheckpointDir(tmp_path / "b", trace=None), progress=lines.append)
     monkeypatch.setattr(chain_batched.BatchStore, "write", real_write)
-    resumed = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b",
-                                       **{**ARGS, "progress": lines.append})
+    resumed = _run(x, CheckpointDir(tmp_path / "b", trace=None), progress=lines.append)
     assert any("resuming from the batched state at sweep 5" in m for m in lines)
     assert any("resuming from the batched state at sweep 7" in m for m in lines)
     for key in ("D", "x_next", "usage", "gamma_e", "gamma_w", "kept"):
@@ -207,13 +217,12 @@ def test_batched_run_with_xla_and_a_stale_state_folder(tmp_path):
     """The (z, W) step compiled with XLA runs in the batched chain, and a state folder
     left by a run with other settings (here more batches) is cleared, not mixed in."""
     x = _data()
-    args = {**ARGS, "burn_in": 2, "collect": 1, "thin": 1, "prune_min_usage": 0.0}
-    chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, stop_after=1,
-                             **{**args, "batch_size": 2})
+    args = dict(burn_in=2, collect=1, thin=1, prune_min_usage=0.0)
+    _run(x, CheckpointDir(tmp_path, stop_after=1, trace=None), **{**args, "batch_size": 2})
     assert len(list((tmp_path / "batches" / "buffer0").iterdir())) == 5
     lines = []
-    out = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, jit_compile=True,
-                                   **{**args, "progress": lines.append})
+    out = _run(x, CheckpointDir(tmp_path, trace=None), jit_compile=True, progress=lines.append,
+               **args)
     assert any("starting afresh" in m for m in lines)
     assert len(list((tmp_path / "batches" / "buffer0").iterdir())) == 3
     assert np.all(np.isfinite(out["x_next"])) and out["D"].shape == (3, 3, 1, 4)

@@ -1,6 +1,8 @@
 """The Gibbs driver: checkpoint/resume gives the uninterrupted result, pruning keeps the
 residual exact, bad input is refused early, progress and trace are written."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +10,8 @@ import tensorflow as tf
 from dgdm_tf.pretrain import chain, chain_parts
 from dgdm_tf.pretrain import blocks as PB, kernel as P, layer_model as PM
 from dgdm_tf.core.layout import LayerGeometry
+from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.pretrain.options import Layer, PretrainOptions
 
 
 def _data(n=12, side=12, seed=0):
@@ -15,31 +19,34 @@ def _data(n=12, side=12, seed=0):
     return rng.random((n, side, side, 1)).astype(np.float32) * (rng.random((n, side, side, 1)) < 0.3)
 
 
-ARGS = dict(dict_size=3, n_dict=4, pool=2, seed=5, burn_in=4, collect=3, thin=2,
-            prune_min_usage=0.0, progress=None)
+LAYER = Layer(dict_size=3, n_dict=4, pool=2)
+OPTIONS = PretrainOptions(burn_in=4, collect=3, thin=2, prune_min_usage=0.0, checkpoint_every=2,
+                          jit_compile=False)
+
+
+def _run(x, checkpoint=None, *, seed=5, progress=None, **changes):
+    return chain.run_pretrain_layer(x, LAYER, dataclasses.replace(OPTIONS, **changes), seed=seed,
+                                    checkpoint=checkpoint, progress=progress)
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
     x = _data()
-    full = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "a", checkpoint_every=2, **ARGS)
+    full = _run(x, CheckpointDir(tmp_path / "a"))
     lines = []
-    assert chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", checkpoint_every=2,
-                                    stop_after=6, **{**ARGS, "progress": lines.append}) is None
+    assert _run(x, CheckpointDir(tmp_path / "b", stop_after=6), progress=lines.append) is None
     assert (tmp_path / "b" / "checkpoint.npz").exists()
-    resumed = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path / "b", checkpoint_every=2,
-                                       **{**ARGS, "progress": lines.append})
+    resumed = _run(x, CheckpointDir(tmp_path / "b"), progress=lines.append)
     assert any("resuming from checkpoint at sweep 6" in m for m in lines)
     for key in ("D", "x_next", "usage", "gamma_e", "gamma_w", "kept"):
         np.testing.assert_array_equal(full[key], resumed[key], err_msg=key)
-    assert len(resumed["trace"]) == ARGS["burn_in"] + ARGS["collect"] * ARGS["thin"]
+    assert len(resumed["trace"]) == OPTIONS.sweeps == 4 + 3 * 2
 
 
 def test_checkpoint_from_other_settings_is_not_reused(tmp_path):
     x = _data()
-    chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, checkpoint_every=2, stop_after=4, **ARGS)
+    _run(x, CheckpointDir(tmp_path, stop_after=4))
     lines = []
-    out = chain.run_pretrain_layer(x, checkpoint_dir=tmp_path, checkpoint_every=2,
-                                   **{**ARGS, "seed": 6, "progress": lines.append})
+    out = _run(x, CheckpointDir(tmp_path), seed=6, progress=lines.append)
     assert any("starting afresh" in m for m in lines)
     assert out["D"].shape == (3, 3, 1, 4)
 
@@ -58,7 +65,7 @@ def test_pruning_returns_dropped_maps_to_the_residual():
 
 def test_usage_pruning_drops_unused_maps(tmp_path):
     x = _data()
-    out = chain.run_pretrain_layer(x, checkpoint_dir=None, **{**ARGS, "prune_min_usage": 0.999})
+    out = _run(x, prune_min_usage=0.999)
     # no map is on in 99.9% of the blocks: the most used one is kept
     assert out["D"].shape[-1] == 1 and len(out["kept"]) == 1
 
@@ -67,13 +74,12 @@ def test_nan_input_is_refused_with_a_clear_message():
     x = _data()
     x[0, 0, 0, 0] = np.nan
     with pytest.raises(FloatingPointError, match="layer input x has 1 non-finite"):
-        chain.run_pretrain_layer(x, **ARGS)
+        _run(x)
 
 
 def test_trace_tsv_and_progress(tmp_path):
     lines = []
-    chain.run_pretrain_layer(_data(), trace_path=tmp_path / "t.tsv",
-                             **{**ARGS, "progress": lines.append})
+    _run(_data(), CheckpointDir(tmp_path, trace="t.tsv"), progress=lines.append)
     rows = (tmp_path / "t.tsv").read_text().splitlines()
     assert rows[0].split("\t") == chain_parts.TRACE_COLUMNS
     assert len(rows) == 1 + 4 + 3 * 2
@@ -82,4 +88,4 @@ def test_trace_tsv_and_progress(tmp_path):
 
 def test_pruning_without_burn_in_is_refused():
     with pytest.raises(ValueError, match="pruning happens at the end of burn-in"):
-        chain.run_pretrain_layer(_data(), **{**ARGS, "burn_in": 0, "prune_min_usage": 0.1})
+        PretrainOptions(burn_in=0, prune_min_usage=0.1)

@@ -4,7 +4,10 @@ data drawn from the model, is reproducible, and has the documented shape."""
 import numpy as np
 import pytest
 
-from dgdm_tf.pretrain.features import infer_features, infer_layer
+from _layer_features import layer_features
+from dgdm_tf.pretrain.features import infer_features
+from dgdm_tf.pretrain.options import FeatureOptions, Pretrained
+from dgdm_tf.pretrain.ridge_start import RidgeStart
 from dgdm_tf.core.ops import full_conv, pool
 
 
@@ -30,8 +33,7 @@ def _model_data(n=200, seed=0):
 def test_posterior_mean_features_recover_the_true_pooled_codes():
     x, d, s, p = _model_data()
     truth = pool(s, p).numpy()
-    est = infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=400.0, seed=1, burn_in=5, collect=5,
-                      batch_size=64, progress=None)
+    est = layer_features(x, d, p, 1, gamma_e_init=400.0, burn_in=5, collect=5, batch_size=64)
     assert est.shape == truth.shape
     corr = np.corrcoef(est.ravel(), truth.ravel())[0, 1]
     assert corr > 0.9, corr
@@ -40,11 +42,12 @@ def test_posterior_mean_features_recover_the_true_pooled_codes():
 def test_features_are_reproducible_and_shaped():
     x, d, s, p = _model_data(n=16)  # two full batches: one trace per layer
     d2 = np.random.default_rng(3).normal(size=(3, 3, 3, 4)).astype(np.float32)
-    kw = dict(seed=4, burn_in=2, collect=2, batch_size=8, gamma_ws=[1.0, 1.0], progress=None,
-              jit_compile=False)  # XLA's compile time is the per-layer test's business
-    a = infer_features(x, [d, d2], [p, 1], **kw)
-    b = infer_features(x, [d, d2], [p, 1], **kw)
-    c = infer_features(x, [d, d2], [p, 1], **{**kw, "seed": 5})
+    model = Pretrained([d, d2], [p, 1], [1.0, 1.0])
+    # XLA's compile time is the per-layer test's business
+    opts = FeatureOptions(burn_in=2, collect=2, batch_size=8, jit_compile=False, start=RidgeStart())
+    a = infer_features(x, model, opts, seed=4, progress=None)
+    b = infer_features(x, model, opts, seed=4, progress=None)
+    c = infer_features(x, model, opts, seed=5, progress=None)
     assert a.shape == (16, 3 * 3 * 4)  # 5x5 pooled -> 3x3 top maps, 4 elements
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
@@ -59,32 +62,32 @@ def test_jit_compile_per_layer_compiles_only_the_layers_it_names():
     four colours: a short compile."""
     x, d, s, p = _model_data(n=8)
     d2 = np.random.default_rng(3).normal(size=(4, 4, 3, 4)).astype(np.float32)
-    kw = dict(seed=4, burn_in=1, collect=1, batch_size=8, gamma_ws=[1.0, 1.0], progress=None)
+    model = Pretrained([d, d2], [p, 1], [1.0, 1.0])
+    kw = dict(burn_in=1, collect=1, batch_size=8, start=RidgeStart())
     outs = {}
     for jit in (False, [False, True]):
         layers = []
-        outs[str(jit)] = (infer_features(x, [d, d2], [p, 1], jit_compile=jit, layer_outputs=layers,
-                                         **kw), layers[0])
+        outs[str(jit)] = (infer_features(x, model, FeatureOptions(jit_compile=jit, **kw), seed=4,
+                                         layer_outputs=layers, progress=None), layers[0])
     (graph, graph_l1), (mixed, mixed_l1) = outs["False"], outs["[False, True]"]
     np.testing.assert_array_equal(graph_l1, mixed_l1)
     assert mixed.shape == graph.shape == (8, 2 * 2 * 4) and np.all(np.isfinite(mixed))
     assert not np.array_equal(mixed, graph)
     with pytest.raises(ValueError, match="one per layer"):
-        infer_features(x, [d, d2], [p, 1], jit_compile=[True], **kw)
+        infer_features(x, model, FeatureOptions(jit_compile=[True], **kw), seed=4, progress=None)
 
 
 def test_mismatched_channels_are_refused():
     x, d, s, p = _model_data(n=4)
     with pytest.raises(ValueError, match="expects 5 input channels, the input has 3"):
-        infer_features(x, [d, np.zeros((3, 3, 5, 2), np.float32)], [p, 1], seed=0, burn_in=1,
-                       collect=1, batch_size=4, gamma_ws=[1.0, 1.0], progress=None)
+        infer_features(x, Pretrained([d, np.zeros((3, 3, 5, 2), np.float32)], [p, 1], [1.0, 1.0]),
+                       FeatureOptions(burn_in=1, collect=1, batch_size=4), seed=0, progress=None)
 
 
 def test_one_gamma_e_start_per_layer_is_required():
     x, d, s, p = _model_data(n=4)
     with pytest.raises(ValueError, match="gamma_e start per dictionary"):
-        infer_features(x, [d], [p], seed=0, burn_in=1, collect=1, batch_size=4,
-                       gamma_ws=[1.0], gamma_e_inits=[1.0, 2.0], progress=None)
+        Pretrained([d], [p], [1.0], [1.0, 2.0])
 
 
 def test_chains_are_seeded_and_validated():
@@ -93,13 +96,13 @@ def test_chains_are_seeded_and_validated():
     rng = np.random.default_rng(0)
     x = rng.random((5, 10, 10, 1)).astype(np.float32)
     d = rng.normal(size=(3, 3, 1, 2)).astype(np.float32)
-    kw = dict(gamma_w=1.0, seed=0, burn_in=1, collect=1, batch_size=3, progress=None)
+    kw = dict(gamma_e_init=None, burn_in=1, collect=1, batch_size=3)
     st = {}
-    a = infer_layer(x, d, 2, chains=3, stats=st, **kw)
-    np.testing.assert_array_equal(a, infer_layer(x, d, 2, chains=3, **kw))
+    a = layer_features(x, d, 2, 0, chains=3, stats=st, **kw)
+    np.testing.assert_array_equal(a, layer_features(x, d, 2, 0, chains=3, **kw))
     assert a.shape == (5, 4, 4, 2) and np.isfinite(a).all() and st["half_distance"] > 0
     st1 = {}
-    one = infer_layer(x, d, 2, chains=1, stats=st1, **kw)
+    one = layer_features(x, d, 2, 0, chains=1, stats=st1, **kw)
     assert not np.array_equal(a, one) and "half_distance" not in st1
     with pytest.raises(ValueError, match="chains must be at least 1"):
-        infer_layer(x, d, 2, chains=0, **kw)
+        layer_features(x, d, 2, 0, chains=0, **kw)

@@ -255,10 +255,13 @@ def test_recovers_known_dictionary():
     """:func:`recovery_data`: the collected dictionary matches the truth with mean
     cosine >= 0.9, and the fit reaches the noise level."""
     from dgdm_tf.pretrain.chain import run_pretrain_layer
+    from dgdm_tf.pretrain.options import Layer, PretrainOptions
 
     x, d_true, noise_rel = recovery_data()
-    out = run_pretrain_layer(x, dict_size=5, n_dict=4, pool=2, seed=3, burn_in=60,
-                             collect=10, dict_init="prior", progress=None)
+    out = run_pretrain_layer(x, Layer(dict_size=5, n_dict=4, pool=2),
+                             PretrainOptions(burn_in=60, collect=10, prune_min_usage=0.0,
+                                             dict_init="prior", jit_compile=False),
+                             seed=3, progress=None)
     cos = match_cosine(d_true[:, :, 0], out["D"][:, :, 0])
     assert cos >= 0.9, cos
     assert out["trace"][-1]["rel_residual"] < 4 * noise_rel, (out["trace"][-1], noise_rel)

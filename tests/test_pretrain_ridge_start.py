@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from _layer_features import layer_features
 from _model_draws import strokes
 from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.pretrain import blocks as PB, layer_model as PM
-from dgdm_tf.pretrain.features import infer_layer
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_fit, ridge_start, support
@@ -89,9 +89,8 @@ def draws():
 
 
 def _features(x, d, p, seed, sampler, order=None):
-    return infer_layer(x, d, p, gamma_w=1.0, gamma_e_init=2500.0, seed=seed, burn_in=5,
-                       collect=5, batch_size=len(x), colour_order=order, progress=None,
-                       **sampler)
+    return layer_features(x, d, p, seed, burn_in=5, collect=5, batch_size=len(x),
+                          colour_order=order, **sampler)
 
 
 @pytest.mark.slow

@@ -20,8 +20,6 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 #: an entry point that takes options (dgdm_tf.core.options) is checked by
 #: tests/test_core_options.py instead
 CALLS = [
-    ("dgdm_tf.pretrain.chain:run_pretrain_layer", "dataset.pretrain"),
-    ("dgdm_tf.pretrain.features:infer_features", "dataset.features"),
     ("dgdm_tf.supervised.svm_classifier:BayesianSVM", "dataset.svm"),
     ("dgdm_tf.baselines.cnn:train_cnn", "dataset.cnn"),
     ("dgdm_tf.baselines.encoder:encode", "dataset.encoder"),
@@ -31,15 +29,7 @@ CALLS = [
     ("dgdm_tf.topdown.chain:missing_mask", "dataset.inpaint"),
 ]
 
-OFF = "the library's default switches it off; the schema's turns it on"
 EXEMPT = {
-    ("run_pretrain_layer", "prune_min_usage"): OFF,
-    ("run_pretrain_layer", "anneal_ratio"): OFF,
-    ("run_pretrain_layer", "anneal_start"): OFF,
-    ("run_pretrain_layer", "jit_compile"): "one layer's flag; the rule picks it from the per-layer setting",
-    ("infer_features", "anneal_ratio"): OFF,
-    ("infer_features", "anneal_start"): OFF,
-    ("infer_features", "start"): "the library's RidgeStart() is pretraining's (40 CG steps); features' is 20",
     ("missing_mask", "block"): "the library's block size is the figure's default; inpaint.block a config choice",
 }
 

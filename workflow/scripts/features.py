@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.pretrain import features  # noqa: E402
-from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.pretrain.options import FeatureOptions, Pretrained  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed = int(snakemake.params.seed)
@@ -48,17 +48,10 @@ def layerwise(x, split):
     """Each layer's Gibbs chain on the pooled output of the one below; layer 1's output
     and the per-layer chain statistics for the mixing diagnostics."""
     per_layer, stats = [], []
-    # tempered burn-in (dgdm_tf.mcmc.anneal): the first fraction of each chain's burn-in
-    anneal_sweeps = int(round(float(fcfg["anneal_fraction"]) * int(fcfg["burn_in"])))
     f = features.infer_features(
-        x, dictionaries, pools, gamma_ws=gamma_ws, gamma_e_inits=gamma_e_inits,
-        seed=seed_for(seed, ds, "features", split),
-        burn_in=int(fcfg["burn_in"]), collect=int(fcfg["collect"]),
-        batch_size=int(fcfg["batch_size"]), hyper=hyper,
-        jit_compile=fcfg["jit_compile"], anneal_sweeps=anneal_sweeps,
-        anneal_ratio=float(fcfg["anneal_ratio"]), anneal_start=float(fcfg["anneal_start"]),
-        layer_outputs=per_layer, chains=int(fcfg["chains"]), layer_stats=stats,
-        scan=str(fcfg["scan"]), start=RidgeStart.from_config(fcfg["start"]), progress=progress)
+        x, Pretrained(dictionaries, pools, gamma_ws, gamma_e_inits, hyper),
+        FeatureOptions.from_config(fcfg), seed=seed_for(seed, ds, "features", split),
+        layer_outputs=per_layer, layer_stats=stats, progress=progress)
     extra = {"chains": int(fcfg["chains"]),
              "half_distance_per_layer": [s_.get("half_distance") for s_ in stats]}
     return f, per_layer[0], extra

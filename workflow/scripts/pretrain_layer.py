@@ -15,7 +15,6 @@ from _common import elapsed, plain, progress, start
 
 start(snakemake, tensorflow=True)
 
-from dgdm_tf.core.compiled import per_layer  # noqa: E402
 from dgdm_tf.core.random import seed_for  # noqa: E402
 from dgdm_tf.data.subsets import subset_indices  # noqa: E402
 
@@ -30,7 +29,8 @@ from dgdm_tf import data
 from dgdm_tf.mcmc import diagnostics as mixing
 
 from dgdm_tf.report import plots
-from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.pretrain.options import Layer, PretrainOptions  # noqa: E402
 
 ds = snakemake.wildcards.ds
 l = int(snakemake.wildcards.l)
@@ -53,28 +53,9 @@ else:
 progress(f"{ds} layer {l}: input {x.shape}, layer {layer}, pretrain {pre}")
 
 out = chain.run_pretrain_layer(
-    x,
-    dict_size=int(layer["dict_size"]),
-    n_dict=int(layer["n_dict"]),
-    pool=int(layer["pool"]),
-    seed=seed_for(seed, ds, "pretrain", l),
-    burn_in=int(pre["burn_in"]),
-    collect=int(pre["collect"]),
-    thin=int(pre["thin"]),
-    prune_min_usage=float(pre["prune_min_usage"]),
-    hyper=hyper,
-    checkpoint_dir=str(ckpt),
-    checkpoint_every=int(pre["checkpoint_every"]),
-    trace_path=str(ckpt / "trace.tsv"),
-    jit_compile=per_layer(pre["jit_compile"], int(snakemake.params.n_layers))[l - 1],
-    anneal_sweeps=int(round(float(pre["anneal_fraction"]) * int(pre["burn_in"]))),
-    anneal_ratio=float(pre["anneal_ratio"]),
-    anneal_start=float(pre["anneal_start"]),
-    scan=str(pre["scan"]),
-    start=RidgeStart.from_config(pre["start"]),
-    batch_size=None if pre["batch_size"] is None else int(pre["batch_size"]),
-    progress=progress,
-)
+    x, Layer(**layer, hyper=hyper, index=l - 1, n_layers=int(snakemake.params.n_layers)),
+    PretrainOptions.from_config(pre), seed=seed_for(seed, ds, "pretrain", l),
+    checkpoint=CheckpointDir(ckpt, trace="trace.tsv"), progress=progress)
 kept = np.asarray(out["kept"])
 chain_seconds = float(out["seconds"])
 wall = elapsed()

@@ -42,6 +42,8 @@ def measure(spec: dict) -> dict:
     from dgdm_tf.core.compiled import compiled
     from dgdm_tf.core.layout import LayerGeometry
     from dgdm_tf.core.ops import full_conv, full_conv_adjoint
+    from dgdm_tf.mcmc.driver import CheckpointDir
+    from dgdm_tf.pretrain.options import Layer, PretrainOptions
     from dgdm_tf.pretrain.ridge_start import RidgeStart
 
     def note(msg):  # progress on stderr: a run cut short still shows how far it got
@@ -55,10 +57,11 @@ def measure(spec: dict) -> dict:
     shutil.rmtree(workdir, ignore_errors=True)
     t0 = time.perf_counter()
     out = chain.run_pretrain_layer(
-        x, dict_size=lay["dict_size"], n_dict=lay["n_dict"], pool=lay["pool"],
-        seed=spec["seed"], burn_in=sweeps - 1, collect=1, prune_min_usage=0.0,
-        hyper=spec.get("hyper"), checkpoint_dir=workdir, checkpoint_every=10 ** 9,
-        batch_size=bs, start=RidgeStart.from_config(spec.get("start")), progress=note)
+        x, Layer(lay["dict_size"], lay["n_dict"], lay["pool"], hyper=spec.get("hyper")),
+        PretrainOptions(burn_in=sweeps - 1, collect=1, prune_min_usage=0.0, jit_compile=False,
+                        checkpoint_every=10 ** 9, batch_size=bs,
+                        start=RidgeStart.from_config(spec.get("start"))),
+        seed=spec["seed"], checkpoint=CheckpointDir(workdir, trace=None), progress=note)
     wall = time.perf_counter() - t0
     peak = process_memory.peak_rss_mb()
     disk = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())

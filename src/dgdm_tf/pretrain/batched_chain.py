@@ -31,7 +31,8 @@ from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointMismatch, Kernel, fit, read_npz, run_chain
+from dgdm_tf.mcmc.driver import (Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit,
+                                 read_npz, run_chain)
 from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite, kept_maps,
                                  maps_to_keep, report_sweep)
 from dgdm_tf.pretrain.kernel import active_mask
@@ -39,6 +40,7 @@ from dgdm_tf.pretrain.layer_model import (START_SEEDS, LayerModel, PretrainState
                                           initial_locals)
 from dgdm_tf.pretrain.batched import (LOCAL_FIELDS, BatchedGlobals, batch_seed, compact_blocks,
                                      make_batch_step, make_global_step, batched_sweep)
+from dgdm_tf.pretrain.options import PretrainOptions
 from dgdm_tf.pretrain.ridge_start import RidgeStart, gamma_w_mean, ridge_start
 
 class BatchStore:
@@ -74,14 +76,15 @@ class _BatchedKernel(Kernel):
     globals and which buffer holds the sweep's batches; the batches themselves are files,
     so the driver checkpoints (``head.npz``) after every sweep."""
 
-    def __init__(self, x, model, *, bounds, store, seed, burn_in, thin, prune_min_usage,
-                 dict_init, start, jit_compile, anneal, say, trace_path, total):
-        self.total = total
+    def __init__(self, x, model, options, *, bounds, store, seed, say, trace_path):
+        o = options
+        self.total = o.sweeps
         self.x, self.model, self.bounds, self.store = x, model, bounds, store
         self.n, self.x_norm = len(x), float(np.linalg.norm(x))
-        self.seed, self.burn_in, self.thin, self.prune = seed, burn_in, thin, prune_min_usage
-        self.dict_init, self.start_with = dict_init, start
-        self.jit, self.anneal, self.say, self.trace_path = jit_compile, anneal, say, trace_path
+        self.seed, self.burn_in, self.thin, self.prune = seed, o.burn_in, o.thin, o.prune_min_usage
+        self.dict_init, self.start_with = o.dict_init, o.start
+        self.jit, self.anneal = o.jit_compile, (o.anneal_sweeps, o.anneal_ratio, o.anneal_start)
+        self.say, self.trace_path = say, trace_path
 
     def start(self):
         for old in self.store.root.glob("buffer*"):  # another run's batches
@@ -199,29 +202,31 @@ class _BatchedKernel(Kernel):
                      extra=f" batches={len(self.bounds)}")
 
 
-def run_batched_layer(x: np.ndarray, *, model: LayerModel, batch_size: int, seed: int,
-                       burn_in: int, collect: int, thin: int, prune_min_usage: float,
-                       fingerprint: str, state_dir: str | os.PathLike,
-                       trace_path: str | os.PathLike | None, say: Callable[[str], None],
-                       jit_compile: bool, stop_after: int | None, dict_init: str,
-                       anneal_sweeps: int, anneal_ratio: float, anneal_start: float,
-                       start: RidgeStart | None) -> dict | None:
-    """:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` with ``batch_size`` set (its arguments,
-    checked there); returns the same dict."""
+def run_batched_layer(x: np.ndarray, model: LayerModel, options: PretrainOptions, *, seed: int,
+                      fingerprint: str, state_dir: str | os.PathLike,
+                      checkpoint: CheckpointDir | None = None,
+                      progress: Callable[[str], None] | None = None) -> dict | None:
+    """:func:`dgdm_tf.pretrain.chain.run_pretrain_layer` with ``options.batch_size`` set
+    (its arguments, checked there: ``model`` the layer's, ``options`` with this layer's
+    ``jit_compile`` flag), the per-image state in ``state_dir``, ``fingerprint`` the
+    chain's (:func:`dgdm_tf.pretrain.chain.fingerprint`); returns the same dict."""
+    o = options
+    if not isinstance(o.jit_compile, bool):
+        raise ValueError(f"jit_compile must be this layer's flag, got {o.jit_compile!r}: pass "
+                         "dataclasses.replace(options, jit_compile=options.jit_for(l, n_layers))")
+    say = progress or (lambda _m: None)
     n = len(x)
-    bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+    bounds = o.batch_bounds(n)
     store = BatchStore(Path(state_dir))
-    total = burn_in + collect * thin
-    kernel = _BatchedKernel(x, model, bounds=bounds, store=store, seed=seed, burn_in=burn_in,
-                           thin=thin, prune_min_usage=prune_min_usage, dict_init=dict_init,
-                           start=start, jit_compile=jit_compile,
-                           anneal=(anneal_sweeps, anneal_ratio, anneal_start), say=say,
-                           trace_path=trace_path, total=total)
+    total = o.sweeps
+    kernel = _BatchedKernel(x, model, o, bounds=bounds, store=store, seed=seed, say=say,
+                           trace_path=None if checkpoint is None else checkpoint.trace_path)
     ck = Checkpoint(Path(state_dir) / "head.npz", fingerprint, every=1,
                     resumed="resuming from the batched state at sweep {done}/{total} ({path})",
                     stale="batched state {path} is from different inputs or settings; "
                           "starting afresh", save_start=True)
-    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+    run = run_chain(kernel, total, ck, say=say,
+                    stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
     acc, rows, kept, buffer = run.sums, run.rows, kernel.kept, run.state[1]

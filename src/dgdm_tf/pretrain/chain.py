@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,9 +24,10 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
-from dgdm_tf.mcmc.driver import Checkpoint, Kernel, fit, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
+from dgdm_tf.pretrain.options import Layer, PretrainOptions
+from dgdm_tf.pretrain.ridge_start import ridge_start
 from dgdm_tf.pretrain.blocks import blocks_to_nhwc, pad_input
 from dgdm_tf.pretrain.kernel import active_mask, log_likelihood, make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
@@ -96,13 +96,13 @@ class _PretrainKernel(Kernel):
     :func:`dgdm_tf.mcmc.driver.run_chain`; it prunes the maps at the end of burn-in, so
     the model and the kept maps are its own, and caps gamma_e over the tempered sweeps."""
 
-    def __init__(self, x, model, *, n_dict, seed, burn_in, thin, prune_min_usage, dict_init,
-                 start, jit_compile, anneal_sweeps, anneal_ratio, anneal_start, say, trace_path):
+    def __init__(self, x, model, options, *, seed, say, trace_path):
+        o = options
         self.x, self.x_tf, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
-        self.model, self.kept = model, np.arange(n_dict)
-        self.seed, self.burn_in, self.thin, self.prune = seed, burn_in, thin, prune_min_usage
-        self.dict_init, self.start_with, self.jit = dict_init, start, jit_compile
-        self.anneal = (anneal_sweeps, anneal_ratio, anneal_start)
+        self.model, self.kept = model, np.arange(model.geom.k)
+        self.seed, self.burn_in, self.thin, self.prune = seed, o.burn_in, o.thin, o.prune_min_usage
+        self.dict_init, self.start_with, self.jit = o.dict_init, o.start, o.jit_compile
+        self.anneal = (o.anneal_sweeps, o.anneal_ratio, o.anneal_start)
         self.say, self.trace_path = say, trace_path
 
     def start(self):
@@ -160,17 +160,14 @@ class _PretrainKernel(Kernel):
         report_sweep(self.say, rows, self.trace_path, total, sec_per_step)
 
 
-def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int, seed: int,
-                       burn_in: int, collect: int, thin: int = 1, prune_min_usage: float = 0.0,
-                       hyper: dict | None = None, checkpoint_dir: str | os.PathLike | None = None,
-                       checkpoint_every: int = 10, trace_path: str | os.PathLike | None = None,
-                       progress: Callable[[str], None] | None = print,
-                       jit_compile: bool = False, stop_after: int | None = None,
-                       dict_init: str = "patches", anneal_sweeps: int = 0,
-                       anneal_ratio: float = 1.0, anneal_start: float = 1.0,
-                       scan: str = "random", start: RidgeStart | None = RidgeStart(),
-                       batch_size: int | None = None) -> dict:
-    """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining").
+def run_pretrain_layer(x: np.ndarray, layer: Layer, options: PretrainOptions, *, seed: int,
+                       checkpoint: CheckpointDir | None = None,
+                       progress: Callable[[str], None] | None = print) -> dict | None:
+    """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining"): the
+    layer ``layer`` (:class:`dgdm_tf.pretrain.options.Layer`) on its input ``x`` (N, H,
+    W, C), with the settings ``options`` (:class:`PretrainOptions`, config block
+    `pretrain`). ``checkpoint`` (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): resume
+    from and save to its folder, writing the live trace there (a TSV); None: neither.
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are
     dropped (the paper's inference of K), then ``collect`` samples one every ``thin``
@@ -181,11 +178,12 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.mcmc.anneal`). ``scan`` is the sweep's visiting
     order (``pretrain.LayerModel``); ``start`` the local state's start given the initial
     D (:mod:`dgdm_tf.pretrain.ridge_start`; ``None``: every block off).
-    ``stop_after`` ends the run early after that many sweeps in total (used to test
-    resumption); the result is then ``None``. ``batch_size`` sweeps the images in
-    batches of that many with the per-image state on disk under ``checkpoint_dir``
+    ``checkpoint.stop_after`` ends the run early after that many sweeps in total (used to
+    test resumption); the result is then ``None``. ``batch_size`` sweeps the images in
+    batches of that many with the per-image state on disk under ``checkpoint.dir``
     (:mod:`dgdm_tf.pretrain.batched_chain`: memory bounded by the batch, a checkpoint every sweep,
-    ``checkpoint_every`` unused); ``None`` holds every image's state in memory.
+    ``checkpoint_every`` unused; without a checkpoint, in a temporary folder); ``None``
+    holds every image's state in memory.
 
     Returns {'D', 'kept', 'usage', 'x_next', 'gamma_e', 'gamma_w', 'sweeps', 'seconds'}.
     """
@@ -193,50 +191,37 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
     if x.ndim != 4:
         raise ValueError(f"x must be (N, H, W, C), got shape {x.shape}")
     check_finite("layer input x", x)
-    if burn_in < 0 or collect < 1 or thin < 1:
-        raise ValueError("need burn_in >= 0, collect >= 1 and thin >= 1")
-    if anneal_sweeps > burn_in:
-        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
-                         "only burn-in sweeps may run at a tempered likelihood")
-    if prune_min_usage > 0 and burn_in == 0:
-        raise ValueError("pruning happens at the end of burn-in: with prune_min_usage > 0 "
-                         "set burn_in >= 1 (or prune_min_usage: 0)")
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+    # this layer's flag of the per-layer jit_compile
+    o = dataclasses.replace(options, jit_compile=options.jit_for(layer.index, layer.n_layers))
     say = progress or (lambda _m: None)
-    hyp = Hyper.from_dict(hyper)
+    hyp = Hyper.from_dict(layer.hyper)
     n, h, w, c = x.shape
-    geom = LayerGeometry(hx=h, wx=w, c=c, dh=dict_size, dw=dict_size, k=n_dict, p=pool)
-    model = LayerModel(geom, hyp, top=(pool == 1), n_images=n, scan=scan)
-    total = burn_in + collect * thin
-    fp = fingerprint(x, dict_size=dict_size, n_dict=n_dict, pool=pool, seed=seed,
-                      burn_in=burn_in, collect=collect, thin=thin, prune=prune_min_usage,
-                      hyper=hyp.__dict__, dict_init=dict_init,
-                      **({"anneal": [anneal_sweeps, anneal_ratio, anneal_start]}
+    geom = LayerGeometry(hx=h, wx=w, c=c, dh=layer.dict_size, dw=layer.dict_size,
+                         k=layer.n_dict, p=layer.pool)
+    model = LayerModel(geom, hyp, top=(layer.pool == 1), n_images=n, scan=o.scan)
+    anneal_sweeps = o.anneal_sweeps
+    fp = fingerprint(x, dict_size=layer.dict_size, n_dict=layer.n_dict, pool=layer.pool, seed=seed,
+                      burn_in=o.burn_in, collect=o.collect, thin=o.thin, prune=o.prune_min_usage,
+                      hyper=hyp.__dict__, dict_init=o.dict_init,
+                      **({"anneal": [anneal_sweeps, o.anneal_ratio, o.anneal_start]}
                          if anneal_sweeps else {}),
                       # absent while they are the sampler's old defaults, so checkpoints of
                       # earlier runs of those settings still resume
-                      **({"scan": scan} if scan != "fixed" else {}),
-                      **({"start": dataclasses.asdict(start)} if start is not None else {}),
-                      **({"batch_size": batch_size} if batch_size is not None else {}))
-    ckdir = Path(checkpoint_dir) if checkpoint_dir else None
-    if batch_size is not None:
+                      **({"scan": o.scan} if o.scan != "fixed" else {}),
+                      **({"start": dataclasses.asdict(o.start)} if o.start is not None else {}),
+                      **({"batch_size": o.batch_size} if o.batch_size is not None else {}))
+    ckdir = Path(checkpoint.dir) if checkpoint is not None else None
+    if o.batch_size is not None:
         # without a checkpoint folder the state lives in a temporary one (no resumption)
         with (contextlib.nullcontext(ckdir / "batches") if ckdir else
               tempfile.TemporaryDirectory(prefix="dgdm_batches_")) as state_dir:
-            return run_batched_layer(
-                x, model=model, batch_size=batch_size, seed=seed, burn_in=burn_in,
-                collect=collect, thin=thin, prune_min_usage=prune_min_usage, fingerprint=fp,
-                state_dir=state_dir, trace_path=trace_path, say=say, jit_compile=jit_compile,
-                stop_after=stop_after, dict_init=dict_init, anneal_sweeps=anneal_sweeps,
-                anneal_ratio=anneal_ratio, anneal_start=anneal_start, start=start)
-    kernel = _PretrainKernel(x, model, n_dict=n_dict, seed=seed, burn_in=burn_in, thin=thin,
-                             prune_min_usage=prune_min_usage, dict_init=dict_init, start=start,
-                             jit_compile=jit_compile, anneal_sweeps=anneal_sweeps,
-                             anneal_ratio=anneal_ratio, anneal_start=anneal_start, say=say,
-                             trace_path=trace_path)
-    ck = Checkpoint(ckdir / "checkpoint.npz" if ckdir else None, fp, every=checkpoint_every)
-    run = run_chain(kernel, total, ck, say=say, stop_after=stop_after)
+            return run_batched_layer(x, model, o, seed=seed, fingerprint=fp, state_dir=state_dir,
+                                     checkpoint=checkpoint, progress=say)
+    kernel = _PretrainKernel(x, model, o, seed=seed, say=say,
+                             trace_path=None if checkpoint is None else checkpoint.trace_path)
+    ck = Checkpoint(ckdir / "checkpoint.npz" if ckdir else None, fp, every=o.checkpoint_every)
+    run = run_chain(kernel, o.sweeps, ck, say=say,
+                    stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
     acc, rows, kept = run.sums, run.rows, kernel.kept
@@ -245,5 +230,5 @@ def run_pretrain_layer(x: np.ndarray, *, dict_size: int, n_dict: int, pool: int,
             "usage": (acc["usage"] / cnt).astype(np.float32),
             "x_next": (acc["x_next"] / cnt).astype(np.float32),
             "gamma_e": (acc["gamma_e"] / cnt).astype(np.float32),
-            "gamma_w": np.float32(acc["gamma_w"] / cnt), "sweeps": total,
+            "gamma_w": np.float32(acc["gamma_w"] / cnt), "sweeps": o.sweeps,
             "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}

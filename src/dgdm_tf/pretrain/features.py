@@ -12,7 +12,7 @@ fold-in of (seed, layer, b), so features do not depend on how many batches ran b
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -26,87 +26,85 @@ from dgdm_tf.mcmc.diagnostics import map_distance
 from dgdm_tf.pretrain.kernel import make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, init_state
-from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start
+from dgdm_tf.pretrain.options import FeatureOptions, Pretrained
+from dgdm_tf.pretrain.ridge_start import ridge_start
 
 
-def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed: int,
-                gamma_e_init: float | None = None, jit_compile: bool = False,
-                burn_in: int, collect: int, batch_size: int, hyper: dict | None = None,
-                anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
-                colour_order=None, chains: int = 1, stats: dict | None = None,
-                layer_index: int = 0, scan: str = "random",
-                start: RidgeStart | None = RidgeStart(),
+def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, seed: int,
+                layer: int = 0, stats: dict | None = None,
                 progress: Callable[[str], None] | None = print) -> np.ndarray:
-    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) for one layer, D fixed.
+    """Posterior mean of pooled S (N, ceil(Hs/p), ceil(Ws/p), K) of layer ``layer`` (0:
+    layer 1) of ``model`` (:class:`dgdm_tf.pretrain.options.Pretrained`: its D and gamma_w
+    fixed) on that layer's input ``x``, with the settings ``options``
+    (:class:`FeatureOptions`, config block `features`).
 
     The first ``anneal_sweeps`` burn-in sweeps cap gamma_e by a schedule rising
     ``anneal_ratio``-fold from ``anneal_start`` / Var(x_n) (:mod:`dgdm_tf.mcmc.anneal`).
     ``scan`` is the sampler's visiting order (``pretrain.LayerModel``; ``colour_order``
-    the fixed scan's order). ``start``: each chain's local state starts at
-    :mod:`dgdm_tf.pretrain.ridge_start`'s fit of the image (gamma_e at its conditional mean there,
-    ``gamma_e_init`` unused); ``None``: every block off, gamma_e at ``gamma_e_init``.
+    the fixed scan's order of chain 0). ``start``: each chain's local state starts at
+    :mod:`dgdm_tf.pretrain.ridge_start`'s fit of the image (gamma_e at its conditional
+    mean there, the model's gamma_e start unused); ``None``: every block off, gamma_e at
+    the model's start for the layer.
 
     ``chains`` independent chains per image are averaged. At the model's noise precision
     one chain keeps the decomposition of the image it reaches in its first sweeps; the
-    posterior mean averages over many (docs/findings/layerwise_chains_top.md). Chain 0 is the single
-    chain (``colour_order``, the seeds of ``chains=1``); chain c > 0 visits the colours in
-    the c-th of a fixed sequence of orders (a permutation seeded by (layer, c), not by
-    ``seed``, so train and test features are built by the same orders), each an exact
-    sweep; its draws come from ``seed``. With ``scan="random"`` the chains differ by their
-    seeds only. With ``stats`` (a
-    dict) and two or more chains, ``stats['half_distance']`` is the relative distance
-    between the averages of the even and the odd chains (``mixing.map_distance`` of the
-    two feature tensors): near 0 when the chains agree, ~1.4 when they are unrelated.
+    posterior mean averages over many (docs/findings/layerwise_chains_top.md). Chain 0 is
+    the single chain (``colour_order``, the seeds of ``chains=1``); chain c > 0 of the
+    fixed scan visits the colours in the c-th of a fixed sequence of orders (a
+    permutation seeded by (layer, c), not by ``seed``, so train and test features are
+    built by the same orders), each an exact sweep; its draws come from ``seed``. With
+    ``scan="random"`` the chains differ by their seeds only. With ``stats`` (a dict) and
+    two or more chains, ``stats['half_distance']`` is the relative distance between the
+    averages of the even and the odd chains (``mixing.map_distance`` of the two feature
+    tensors): near 0 when the chains agree, ~1.4 when they are unrelated.
     """
-    if chains < 1:
-        raise ValueError(f"chains must be at least 1, got {chains}")
-    if anneal_sweeps > burn_in:
-        raise ValueError(f"anneal_sweeps ({anneal_sweeps}) must not exceed burn_in ({burn_in}): "
-                         "only burn-in sweeps may run at a tempered likelihood")
+    o, layer_index = options, layer
     x = np.asarray(x, np.float32)
-    d = np.asarray(d, np.float32)
+    d = np.asarray(model.dictionaries[layer], np.float32)
+    pool, gamma_w = model.pools[layer], model.gamma_ws[layer]
+    gamma_e_init = model.gamma_e_init(layer)
+    jit_compile = o.jit_for(layer, len(model))
     n, h, w, c = x.shape
     if d.shape[2] != c:
         raise ValueError(f"dictionary of layer {layer_index + 1} expects {d.shape[2]} input "
                          f"channels, the input has {c}")
-    hyp = Hyper.from_dict(hyper)
+    hyp = Hyper.from_dict(model.hyper)
     say = progress or (lambda _m: None)
     geom = LayerGeometry(hx=h, wx=w, c=c, dh=d.shape[0], dw=d.shape[1], k=d.shape[3], p=pool)
     colours = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
     sums = np.zeros((2, n, geom.nbh, geom.nbw, geom.k), np.float64)  # even, odd chains
     t0 = time.time()
-    if scan == "random" and colour_order is not None:
-        raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
+    chains, batch_size, burn_in, collect = o.chains, o.batch_size, o.burn_in, o.collect
     for ch in range(chains):
-        order = colour_order
-        if ch > 0 and scan == "fixed":
+        order = o.colour_order
+        if ch > 0 and o.scan == "fixed":
             # the same orders for every image set: train and test features built alike
             perm = np.random.default_rng([layer_index, ch]).permutation(len(colours))
             order = [colours[i] for i in perm]
         fns = {}
-        for b0 in range(0, n, batch_size):
-            xb = x[b0: b0 + batch_size]
+        for b0, b1 in o.batch_bounds(n):
+            xb = x[b0: b1]
             nb = len(xb)
-            model = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=order,
-                               scan=scan)
+            lm = LayerModel(geom, hyp, top=(pool == 1), n_images=nb, colour_order=order,
+                            scan=o.scan)
             if nb not in fns:  # the last, shorter batch gets its own trace
-                fns[nb] = make_sweep_fn(model, update_d=False, update_gamma_w=False,
+                fns[nb] = make_sweep_fn(lm, update_d=False, update_gamma_w=False,
                                         return_expected_pool=True, jit_compile=jit_compile)
             bseed = tf.random.experimental.stateless_fold_in(
                 tf.constant([seed, layer_index], tf.int32), b0 // batch_size)
             if ch > 0:
                 bseed = random.fold(bseed, random.SALTS["feature_chains"] + ch)
-            st = init_state(xb, model, bseed, gamma_e_init=gamma_e_init)
+            st = init_state(xb, lm, bseed, gamma_e_init=gamma_e_init)
             st = st._replace(d=tf.constant(d), gamma_w=tf.constant(np.float32(gamma_w)))
             xt = tf.constant(xb)
-            if start is not None:
-                st = ridge_start(st, xt, model, start,
+            if o.start is not None:
+                st = ridge_start(st, xt, lm, o.start,
                                  random.fold(bseed, "pretrain_start"),
                                  fixed_gamma_w=True)
             acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
-            cap_start = anneal_start * anneal.start_precision(xb)
-            for t in range(burn_in + collect):
-                cap = anneal.gamma_e_cap(cap_start, t, anneal_sweeps, anneal_ratio)
+            cap_start = o.anneal_start * anneal.start_precision(xb)
+            for t in range(o.sweeps):
+                cap = anneal.gamma_e_cap(cap_start, t, o.anneal_sweeps, o.anneal_ratio)
                 st, expected = fns[nb](st, xt) if cap is None else fns[nb](st, xt, tf.constant(cap))
                 if t >= burn_in:
                     acc += np.asarray(expected)
@@ -121,43 +119,25 @@ def infer_layer(x: np.ndarray, d: np.ndarray, pool: int, *, gamma_w: float, seed
     return (sums.sum(axis=0) / chains).astype(np.float32)
 
 
-def infer_features(x: np.ndarray, dictionaries: Sequence[np.ndarray], pools: Sequence[int], *,
-                   seed: int, burn_in: int, collect: int, batch_size: int,
-                   gamma_ws: Sequence[float], gamma_e_inits: Sequence[float] | None = None,
-                   hyper: dict | None = None, jit_compile: bool | str | Sequence[bool] = "top",
-                   anneal_sweeps: int = 0, anneal_ratio: float = 1.0, anneal_start: float = 1.0,
-                   layer_outputs: list | None = None, chains: int = 1,
-                   layer_stats: list | None = None, scan: str = "random",
-                   start: RidgeStart | None = RidgeStart(),
+def infer_features(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, seed: int,
+                   layer_outputs: list | None = None, layer_stats: list | None = None,
                    progress: Callable[[str], None] | None = print) -> np.ndarray:
-    """(N, F) top-layer features of ``x`` through every layer, samples averaged.
+    """(N, F) top-layer features of ``x`` through every layer of ``model``
+    (:class:`dgdm_tf.pretrain.options.Pretrained`), samples averaged, each layer's
+    chains those of :func:`infer_layer` with the settings ``options``
+    (:class:`FeatureOptions`, config block `features`).
 
-    ``gamma_ws`` are the pretrained slab precisions (``run_pretrain_layer``'s 'gamma_w');
-    ``gamma_e_inits`` (e.g. the mean pretrained noise precision of each layer) start each
-    chain's gamma_e where pretraining left it rather than at 1 / Var(X_n): a chain started
-    at a low precision turns blocks on only slowly, which short chains cannot afford.
-    ``anneal_*``: tempered burn-in of every layer's chains (:func:`infer_layer`).
     ``layer_outputs``, a list, receives each layer's pooled posterior mean (N, h, w, K)
-    (the mixing diagnostics read layer 1's). ``chains``: independent chains per image,
-    averaged (:func:`infer_layer`); ``layer_stats``, a list, receives each layer's stats.
-    ``scan``, ``start``: every layer's chains' scan order and start (:func:`infer_layer`).
-    ``jit_compile``: XLA for every layer's (z, W) step, for the top layer's alone
-    (``"top"``), or a list, one flag per layer (:func:`dgdm_tf.core.compiled.per_layer`).
+    (the mixing diagnostics read layer 1's); ``layer_stats``, a list, receives each
+    layer's stats (:func:`infer_layer`). ``jit_compile``: XLA for every layer's (z, W)
+    step, for the top layer's alone (``"top"``), or a list, one flag per layer
+    (:func:`dgdm_tf.core.compiled.per_layer`).
     """
-    if gamma_e_inits is None:
-        gamma_e_inits = [None] * len(dictionaries)
-    # zip() would silently drop layers on a short list
-    if not len(dictionaries) == len(pools) == len(gamma_ws) == len(gamma_e_inits):
-        raise ValueError("one pooling size, gamma_w and gamma_e start per dictionary are needed")
-    jits = per_layer(jit_compile, len(dictionaries))
+    per_layer(options.jit_compile, len(model))  # a wrong list is refused before any chain runs
     h = np.asarray(x, np.float32)
-    for l, (d, p, gw, ge) in enumerate(zip(dictionaries, pools, gamma_ws, gamma_e_inits)):
+    for l in range(len(model)):
         st = {}
-        h = infer_layer(h, d, p, gamma_w=gw, gamma_e_init=ge, seed=seed, burn_in=burn_in,
-                        collect=collect, batch_size=batch_size, hyper=hyper, layer_index=l,
-                        jit_compile=jits[l], anneal_sweeps=anneal_sweeps,
-                        anneal_ratio=anneal_ratio, anneal_start=anneal_start, chains=chains,
-                        stats=st, scan=scan, start=start, progress=progress)
+        h = infer_layer(h, model, options, seed=seed, layer=l, stats=st, progress=progress)
         if layer_outputs is not None:
             layer_outputs.append(h)
         if layer_stats is not None:
