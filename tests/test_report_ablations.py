@@ -40,3 +40,17 @@ def test_the_table_puts_each_method_beside_the_main_runs():
     row = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
     assert "not run (`results/mnist/supervised/`)" in row and "| 7.00 ± " in row
     assert "| 0.37 |" in md  # the ablation's own table, the paper's numbers beside it
+
+
+def test_the_paired_column_compares_the_same_test_images():
+    metrics = {("gamma_s_global", "unsupervised_svm"): {"test_error_pct": 6.0, "n_test": 5000,
+                                                         "n_train": 10000}}
+    base = {"unsupervised_svm": {"test_error_pct": 5.0, "n_test": 5000}}
+    pair = {"diff_pct_points": 1.0, "se_pct_points": 0.31, "mcnemar_exact_p": 0.0012,
+            "wrong_only_a": 20, "wrong_only_b": 70, "wrong_both": 230, "n_images": 5000}
+    md = render_ablation("gamma_s_global", ABLATION, metrics, base,
+                         paired={"unsupervised_svm": pair})
+    row = next(l for l in md.splitlines() if l.startswith("| Our unsupervised model"))
+    assert "| +1.00 ± 0.31, p 0.0012, 5000 images |" in row
+    row = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
+    assert row.count("| — |") >= 2  # neither run: no difference, no pair

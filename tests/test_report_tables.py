@@ -400,3 +400,25 @@ def test_a_row_whose_chain_still_drifts_says_not_settled(method):
     short = {"settled": None, "drifting": [], "scalars": scalars, "n_sweeps": 3}
     assert run_notes.row_recipe(method, {**m, "chain": short}).endswith(
         "chain of 3 sweeps, too short to tell whether it settled")
+
+
+def test_rows_paired_with_the_pretrained_row_get_its_last_column():
+    datasets = {"mnist": {"kind": "mnist", "paper_table": "mnist",
+                          "methods": ["pretrained_svm", "unsupervised_svm"]}}
+    metrics = {("mnist", "pretrained_svm"): _metrics(), ("mnist", "unsupervised_svm"): _metrics()}
+    pair = {"diff_pct_points": 0.56, "se_pct_points": 0.27, "mcnemar_exact_p": 0.043,
+            "wrong_only_a": 40, "wrong_only_b": 68, "wrong_both": 200, "n_images": 5000}
+    md = tables.render_tables(datasets, metrics, paired={("mnist", "unsupervised_svm"): pair})
+    head = next(l for l in md.splitlines() if l.startswith("| method"))
+    assert head.rstrip(" |").endswith("McNemar exact p)")
+    cells = lambda start: [c.strip() for c in next(
+        l for l in md.splitlines() if l.startswith(start)).strip("|").split("|")]
+    assert cells("| Our unsupervised model")[-1] == "+0.56 ± 0.27, p 0.043, 5000 images"
+    assert cells("| Our pretrained model")[-1] == "(the pairs' reference)"
+    assert cells("| Our supervised model")[-1] == "—"  # not run
+    assert len(cells("| MCDNN")) == len(cells("| Our unsupervised model"))
+    assert "McNemar's exact test on the images only one" in md
+    # without the pretrained row (or without pairs) the table has no such column
+    alone = {"mnist": {**datasets["mnist"], "methods": ["unsupervised_svm"]}}
+    assert "McNemar" not in tables.render_tables(alone, metrics, paired={})
+    assert "McNemar" not in tables.render_tables(datasets, metrics)

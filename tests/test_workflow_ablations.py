@@ -79,6 +79,35 @@ def test_an_ablations_changes_reach_its_runs_only():
     assert wiring.ds_cfg("mnist")["pretrain"]["burn_in"] == config["datasets"]["mnist"]["pretrain"]["burn_in"]
     # the base's raw files, not a download of the ablation's own
     assert wiring.raw_dir("gamma_s_global") == wiring.raw_dir("mnist")
+    # its draws are seeded as the base's (images, chains, SVMs): the two compare paired
+    wc = lambda ds: type("Wildcards", (), {"ds": ds})()
+    assert wiring.seed_name(wc("readout_chain")) == wiring.seed_name(wc("mnist")) == "mnist"
+
+
+def _rules() -> dict[str, str]:
+    """rule name -> its text, the shared params dicts it unpacks (``**NAME``) written in."""
+    text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    shared = dict(re.findall(r"^([A-Z_]+_PARAMS) = dict\((.*?)^\)", text, re.M | re.S))
+    rules = {}
+    for m in re.finditer(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", text, re.M | re.S):
+        body = m.group(2)
+        rules[m.group(1)] = body + "".join(shared.get(n, "") for n in re.findall(r"\*\*([A-Z_]+_PARAMS)", body))
+    return rules
+
+
+def test_every_rule_whose_script_seeds_by_dataset_passes_its_seed_name():
+    """A script seeds its draws by ``params.seed_name`` (an ablation's base), never by
+    the wildcard itself, and every rule that runs it passes that param."""
+    scripts = REPO / "workflow" / "scripts"
+    seeding = {p.name for p in scripts.glob("*.py") if "params.seed_name" in p.read_text()}
+    assert {"pretrain_layer.py", "svm.py", "refine.py", "supervised.py", "cnn_baseline.py"} <= seeding
+    for p in scripts.glob("*.py"):
+        src = p.read_text()
+        assert not re.search(r"seed_for\([^,]+, ds\b|subset_seeds\(seed, ds\)|seed, ds\)", src), p.name
+    missing = [name for name, body in _rules().items()
+               if re.search(r"scripts/(\w+\.py)", body) and re.search(r"scripts/(\w+\.py)", body).group(1) in seeding
+               and "seed_name=seed_name" not in body]
+    assert not missing, f"rules that run a seeding script without params.seed_name: {missing}"
 
 
 def test_an_ablation_of_a_dataset_the_config_lacks_says_which_config(repo, tmp_path):
@@ -123,13 +152,22 @@ def test_an_ablations_table_reads_its_runs_beside_the_main_runs_and_touches_no_m
     metrics("results/gamma_s_global/unsupervised_svm/metrics.json", 6.0)
     metrics("results/gamma_s_global/supervised/metrics.json", 7.0)
     main = metrics("results/mnist/unsupervised_svm/metrics.json", 5.0)
+    # the two runs' predictions on the same 4 test images: the ablation wrong on 2 the
+    # main run gets right, the main run on none it gets wrong
+    for ds, pred in (("gamma_s_global", "0,1,1,1"), ("mnist", "0,1,2,3")):
+        rows = [f"{i},{i},{p}" for i, p in enumerate(pred.split(","))]
+        rows[1] = "1,1,0" if ds == "gamma_s_global" else rows[1]
+        (repo / f"results/{ds}/unsupervised_svm/predictions.csv").write_text(
+            "test_index,label,predicted\n" + "\n".join(rows) + "\n")
     before = {p: p.stat().st_mtime_ns for p in (repo / "results/mnist").rglob("*")}
     r = snakemake(repo, "--cores", "1", "results/gamma_s_global/tables.md")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     md = (repo / "results/gamma_s_global/tables.md").read_text()
     assert "from `config/ablations/gamma_s_global.yaml`" in md
     row = next(l for l in md.splitlines() if l.startswith("| Our unsupervised model"))
-    assert "| 6.00 ± 0.34 | 5.00 ± 0.31 | +1.00 ± 0.46 | 10000 / 5000 |" in row
+    # wrong only in the ablation: images 1, 2, 3 of 4 -> +75 points, McNemar p 2 / 8
+    assert "| 6.00 ± 0.34 | 5.00 ± 0.31 | +1.00 ± 0.46 | +75.00 ± " in row, row
+    assert ", p 0.25, 4 images | 10000 / 5000 |" in row, row
     assert "not run (`results/mnist/supervised/`)" in md
     assert {p: p.stat().st_mtime_ns for p in (repo / "results/mnist").rglob("*")} == before
     assert main.read_text() == json.dumps({"test_error_pct": 5.0, "n_test": 5000, "n_train": 10000})

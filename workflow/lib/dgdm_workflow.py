@@ -364,6 +364,13 @@ class Wiring:
         return {k: v for k, v in self.ds_cfg(ds).items()
                 if k != "methods" and not isinstance(v, dict)}
 
+    def seed_name(self, wc) -> str:
+        """The dataset name a run of ``wc.ds`` seeds its draws by (images, chains, SVMs):
+        an ablation's base, so that it draws the same images and random numbers as the
+        main run and the two compare paired; the dataset itself otherwise."""
+        ab = self.ablations.get(wc.ds)
+        return ab["base"] if ab else wc.ds
+
     def run_config(self, ds: str, method: str | None = None) -> dict:
         """What a run of dataset `ds` depends on: recorded in its results, compared on
         rerun (the `methods` list, the CNN baseline's `cnn` block, the `learning_curve`

@@ -9,6 +9,7 @@ BLOCK_FEATURES_PARAMS = dict(
     n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
     n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
     seed=config["seed"],
+    seed_name=seed_name,
 )
 
 

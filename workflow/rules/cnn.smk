@@ -24,6 +24,7 @@ rule cnn:
         config="results/{ds}/cnn/config.yaml",
     params:
         run_config=lambda wc: cnn_run_config(wc.ds),
+        seed_name=seed_name,
         config_files=CONFIG_FILES,
         method="cnn",
     log:
@@ -59,6 +60,7 @@ rule cnn_at:
         method="unsupervised_svm|supervised",
     params:
         run_config=lambda wc: cnn_run_config(wc.ds, cnn_at_row(wc)),
+        seed_name=seed_name,
         config_files=CONFIG_FILES,
         method="cnn",
     log:

@@ -56,6 +56,7 @@ n_layers = _wiring.n_layers
 raw_dir = _wiring.raw_dir
 data_spec = _wiring.data_spec
 run_config = _wiring.run_config
+seed_name = _wiring.seed_name
 hyper_of = _wiring.hyper
 ablation_inputs = _wiring.ablation_inputs
 enabled_runs = _wiring.enabled_runs

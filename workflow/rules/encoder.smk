@@ -22,6 +22,7 @@ rule encoder_features:
         encoder=lambda wc: ds_cfg(wc.ds)["encoder"],
         subsets=encoder_subsets,
         seed=config["seed"],
+        seed_name=seed_name,
     log:
         "results/logs/encoder_features/{ds}_{run}.log",
     benchmark:

@@ -9,6 +9,7 @@ FEATURES_PARAMS = dict(
     n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
     hyper=lambda wc: hyper_of(wc.ds),
     seed=config["seed"],
+    seed_name=seed_name,
 )
 
 

@@ -26,6 +26,7 @@ rule learning_curve:
                             if m not in learning_curve_methods(wc.ds)],
         paper_table=lambda wc: ds_cfg(wc.ds)["paper_table"],
         seed=config["seed"],
+        seed_name=seed_name,
     log:
         "results/logs/learning_curve/{ds}.log",
     benchmark:

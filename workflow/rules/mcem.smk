@@ -63,6 +63,7 @@ rule mcem_train:
         n_train=lambda wc: mcem_n_train(wc.ds),
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         checkpoint_dir=lambda wc: f"results/{wc.ds}/mcem/ckpt",
     log:
         "results/logs/mcem_train/{ds}.log",
@@ -90,6 +91,7 @@ rule mcem_average:
         n_train=lambda wc: mcem_n_train(wc.ds),
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         checkpoint_dir=lambda wc: f"results/{wc.ds}/mcem/averaging_ckpt",
     log:
         "results/logs/mcem_average/{ds}.log",
@@ -109,6 +111,7 @@ MCEM_PREDICT_PARAMS = dict(
     stream=lambda wc: ds_cfg(wc.ds)["stream"],
     layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
     run_config=lambda wc: run_config(wc.ds),
+    seed_name=seed_name,
     config_files=CONFIG_FILES,
 )
 
@@ -184,6 +187,7 @@ rule transfer:
         scan=lambda wc: ds_cfg(transfer_source(wc.ds))["mcem"]["scan"],
         svm=lambda wc: ds_cfg(wc.ds)["svm"],
         run_config=lambda wc: run_config(wc.ds),
+        seed_name=seed_name,
         config_files=CONFIG_FILES,
     log:
         "results/logs/transfer/{ds}.log",

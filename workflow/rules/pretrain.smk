@@ -44,6 +44,7 @@ rule pretrain_layer:
         n_layers=lambda wc: n_layers(wc.ds),
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         checkpoint_dir=lambda wc: f"results/{wc.ds}/pretrain/layer{wc.l}_ckpt",
     log:
         "results/logs/pretrain_layer/{ds}/layer{l}.log",

@@ -40,6 +40,7 @@ rule refine:
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         checkpoint_dir=lambda wc: f"results/{wc.ds}/refine/ckpt",
     log:
         "results/logs/refine/{ds}.log",
@@ -62,6 +63,7 @@ TOPDOWN_FEATURES_PARAMS = dict(
     n_test=lambda wc: ds_cfg(wc.ds)["n_test"],
     hyper=lambda wc: hyper_of(wc.ds),
     seed=config["seed"],
+    seed_name=seed_name,
 )
 
 
@@ -136,6 +138,7 @@ rule inpaint:
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         config_files=CONFIG_FILES,
     log:
         "results/logs/inpaint/{ds}.log",
@@ -166,6 +169,7 @@ rule generate:
         layers=lambda wc: ds_cfg(wc.ds)["model"]["layers"],
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
     log:
         "results/logs/generate/{ds}.log",
     benchmark:

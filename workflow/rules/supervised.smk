@@ -44,6 +44,7 @@ rule supervised:
         n_train=lambda wc: ds_cfg(wc.ds)["n_train"],
         hyper=lambda wc: hyper_of(wc.ds),
         seed=config["seed"],
+        seed_name=seed_name,
         checkpoint_dir=lambda wc: f"results/{wc.ds}/supervised/ckpt",
     log:
         "results/logs/supervised/{ds}.log",
@@ -66,6 +67,7 @@ SUPERVISED_PREDICT_PARAMS = dict(
     config_files=CONFIG_FILES,
     hyper=lambda wc: hyper_of(wc.ds),
     seed=config["seed"],
+    seed_name=seed_name,
 )
 
 

@@ -19,6 +19,7 @@ rule svm:
         svm=svm_settings,
         view=svm_view,
         run_config=lambda wc: run_config(wc.ds),
+        seed_name=seed_name,
         config_files=CONFIG_FILES,
         method=lambda wc: wc.method,
         reference=lambda wc: is_reference(wc.method),

@@ -7,6 +7,7 @@ start(snakemake)
 
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 from dgdm_tf.report.ablations import render_ablation  # noqa: E402
+from dgdm_tf.report.predictions import paired_with_base  # noqa: E402
 from dgdm_tf.report.runs import load_metrics  # noqa: E402
 
 name = snakemake.wildcards.ablation
@@ -18,7 +19,9 @@ base = ablation["base"]
 base_metrics = {m: v for (_, m), v in load_metrics("results", {base: ablation["block"]}).items()}
 progress(f"{name}: metrics of {sorted(m for _, m in metrics)}; the base {base} has "
          f"{sorted(base_metrics) or 'none yet'}")
+paired = paired_with_base("results", name, base, ablation["block"]["methods"])
+progress(f"{name}: paired with {base} on shared test images: {sorted(paired) or 'none'}")
 md = render_ablation(name, ablation, metrics, base_metrics,
-                     config_files=snakemake.params.config_files)
+                     config_files=snakemake.params.config_files, paired=paired)
 atomic_io.write_text(snakemake.output[0], md)
 progress("done")

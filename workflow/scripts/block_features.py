@@ -29,6 +29,7 @@ from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.report import plots
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.block)
 pools = [int(p) for p in snakemake.params.pools]
@@ -51,13 +52,13 @@ def per_image(x, images):
 d = data.load_prepared(snakemake.input.data)
 sizes = {"train": snakemake.params.n_train, "test": snakemake.params.n_test}
 if snakemake.rule == "block_features_shard":  # one shard of one split
-    x = shared_subset(d, snakemake.wildcards.split, sizes[snakemake.wildcards.split], None, seed, ds)[0]
+    x = shared_subset(d, snakemake.wildcards.split, sizes[snakemake.wildcards.split], None, seed, seed_ds)[0]
     shard_job(snakemake, len(x), int(cfg["batch_size"]), lambda images: per_image(x, images))
     progress(f"done in {elapsed():.1f} s")
     raise SystemExit(0)
 out = {}
 for split in ("train", "test"):
-    x, y, idx = shared_subset(d, split, sizes[split], None, seed, ds)
+    x, y, idx = shared_subset(d, split, sizes[split], None, seed, seed_ds)
     progress(f"{ds}: block-posterior features of {len(idx)} {split} images")
     res = gathered(snakemake, split, len(x), lambda images: per_image(x, images), concat_parts,
                    "block_features_shard")

@@ -27,6 +27,7 @@ from dgdm_tf import data
 from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 method = snakemake.params.method
 run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
@@ -43,7 +44,7 @@ split = {}
 for name, size in (("train", block["n_train"]), ("test", block["n_test"])):
     # the same seeded subsets as the features / SVM of pretrained_svm (then, for a row
     # of its own sizes, their first images, as that row's script takes them)
-    split[name] = shared_subset(d, name, size, own.get(name), seed, ds)
+    split[name] = shared_subset(d, name, size, own.get(name), seed, seed_ds)
     progress(f"{ds}: {len(split[name][2])} of {len(d[f'x_{name}'])} {name} images"
              + (f" (the images of {row})" if row else ""))
 del d
@@ -53,7 +54,7 @@ out = cnn.train_cnn(x_train, y_train, x_test, y_test, layers=layers, n_classes=n
                     epochs=int(ccfg["epochs"]), batch_size=int(ccfg["batch_size"]),
                     fc_units=int(ccfg["fc_units"]), dropout=float(ccfg["dropout"]),
                     learning_rate=float(ccfg["learning_rate"]),
-                    seed=seed_for(seed, ds, method), progress=progress)
+                    seed=seed_for(seed, seed_ds, method), progress=progress)
 progress(f"{ds}: CNN test error {out['test_error_pct']:.2f}% after {ccfg['epochs']} epochs "
          f"(best {out['best_test_error_pct']:.2f}% at epoch {out['best_epoch']}), train "
          f"error {out['train_error_pct']:.2f}%, {out['train_seconds']:.1f} s training")

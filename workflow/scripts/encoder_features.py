@@ -17,6 +17,7 @@ from dgdm_tf import data
 from dgdm_tf.baselines import encoder
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.encoder)
 pool = int(snakemake.params.pool)
@@ -27,7 +28,7 @@ d = data.load_prepared(snakemake.input.data)
 out = {}
 sub = snakemake.params.subsets
 for split in ("train", "test"):
-    x, y, idx = shared_subset(d, split, sub[f"n_{split}"], sub[f"own_{split}"], seed, ds)
+    x, y, idx = shared_subset(d, split, sub[f"n_{split}"], sub[f"own_{split}"], seed, seed_ds)
     progress(f"{ds}: encoding {len(idx)} {split} images")
     out[split] = artifacts.FeatureSplit(
         encoder.encode(x, dictionary, pool, alpha=float(cfg["alpha"]),

@@ -30,6 +30,7 @@ from dgdm_tf.pretrain import features  # noqa: E402
 from dgdm_tf.pretrain.options import FeatureOptions, Pretrained  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 fcfg = plain(snakemake.params.features)
 tcfg = plain(snakemake.params.topdown)
@@ -50,7 +51,7 @@ def layerwise(x, split):
     per_layer, stats = [], []
     f = features.infer_features(
         x, Pretrained(dictionaries, pools, gamma_ws, gamma_e_inits, hyper),
-        FeatureOptions.from_config(fcfg), seed=seed_for(seed, ds, "features", split),
+        FeatureOptions.from_config(fcfg), seed=seed_for(seed, seed_ds, "features", split),
         layer_outputs=per_layer, layer_stats=stats, progress=progress)
     extra = {"chains": int(fcfg["chains"]),
              "half_distance_per_layer": [s_.get("half_distance") for s_ in stats]}
@@ -59,7 +60,7 @@ def layerwise(x, split):
 
 def topdown_images(x, split, images):
     """The per-image part of :func:`topdown` on ``images`` (a shard, or None: all)."""
-    return topdown_per_image(x, dictionaries, layers, tcfg, seed=seed_for(seed, ds, "features", split),
+    return topdown_per_image(x, dictionaries, layers, tcfg, seed=seed_for(seed, seed_ds, "features", split),
                              gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
                              images=images)
 
@@ -67,11 +68,11 @@ def topdown_images(x, split, images):
 def topdown(x, split):
     """The top layer given the whole pretrained model: the chain of unsupervised_svm with
     the pretrained layers (gamma_s from the top layer's gamma_w, gamma_e from layer 1's)."""
-    check = seed_for(seed, ds, "posterior_check") if split == "train" else None
+    check = seed_for(seed, seed_ds, "posterior_check") if split == "train" else None
     res = gathered(snakemake, split, len(x), lambda images: topdown_images(x, split, images),
                    topdown_gather(tcfg), "features_shard")
     res = topdown_chain_features(x, dictionaries, layers, tcfg,
-                                 seed=seed_for(seed, ds, "features", split),
+                                 seed=seed_for(seed, seed_ds, "features", split),
                                  gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
                                  check_seed=check, res=res)
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
@@ -85,14 +86,14 @@ d = data.load_prepared(snakemake.input.data)
 if snakemake.rule == "features_shard":  # one shard of one split's top-down features
     split = snakemake.wildcards.split
     x = shared_subset(d, split, {"train": snakemake.params.n_train, "test": snakemake.params.n_test}[split],
-                      None, seed, ds)[0]
+                      None, seed, seed_ds)[0]
     shard_job(snakemake, len(x), topdown_batch(tcfg), lambda images: topdown_images(x, split, images))
     progress(f"done in {elapsed():.1f} s")
     raise SystemExit(0)
 infer = {"layerwise": layerwise, "topdown": topdown}[route]
 out = {}
 for split, size in (("train", snakemake.params.n_train), ("test", snakemake.params.n_test)):
-    x, y, idx = shared_subset(d, split, size, None, seed, ds)
+    x, y, idx = shared_subset(d, split, size, None, seed, seed_ds)
     progress(f"{ds}: inferring features of {len(idx)} of {len(d[f'x_{split}'])} {split} images")
     f, pooled1, extra = infer(x, split)
     if split == "train":

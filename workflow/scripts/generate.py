@@ -16,6 +16,7 @@ from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
 from dgdm_tf.core.model import DeepModel, sample_prior_images  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 refined = artifacts.read_refined_model(snakemake.input.model)
@@ -25,7 +26,7 @@ with open(snakemake.input.summary) as f:
     shape = tuple(int(v) for v in json.load(f)["image_shape"])
 model = DeepModel(shape, layers, snakemake.params.hyper).with_ks([d.shape[-1] for d in dictionaries])
 imgs = sample_prior_images(model, dictionaries, n=int(cfg["n_images"]),
-                           seed=[seed_for(int(snakemake.params.seed), ds, "generate"), 0],
+                           seed=[seed_for(int(snakemake.params.seed), seed_ds, "generate"), 0],
                            on_rate=on_rate if cfg["pi"] == "usage" else None, gamma_s=gamma_s,
                            theta=theta, unpooling=cfg["unpooling"])
 progress(f"{ds}: generated {imgs.shape}, pixel range [{imgs.min():.3g}, {imgs.max():.3g}]")

@@ -23,15 +23,16 @@ from dgdm_tf.topdown.options import InpaintOptions, Start  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
 d = data.load_prepared(snakemake.input.data)
-idx = subset_indices(len(d["x_test"]), int(cfg["n_images"]), seed_for(seed, ds, "inpaint"))
+idx = subset_indices(len(d["x_test"]), int(cfg["n_images"]), seed_for(seed, seed_ds, "inpaint"))
 x = np.ascontiguousarray(d["x_test"][idx], np.float32)
 mask = deep_chain.missing_mask(x.shape, cfg["mask"], fraction=float(cfg["fraction"]),
-                               block=int(cfg["block"]), seed=seed_for(seed, ds, "inpaint_mask"))
+                               block=int(cfg["block"]), seed=seed_for(seed, seed_ds, "inpaint_mask"))
 peak = float(d["x_train"].max() - min(0.0, float(d["x_train"].min())))
 mean_img = d["x_train"].mean(axis=0, keepdims=True)
 recons = {"mean fill": np.broadcast_to(mean_img, x.shape)}
@@ -45,7 +46,7 @@ for name, (dicts, gs, ge) in models.items():
     progress(f"{ds}: inpainting {len(x)} test images ({cfg['mask']}) with the {name} model")
     res = deep_chain.infer_topdown(
         x, Start(dicts, layers, hyper, gamma_e_init=ge, gamma_s_init=gs), options,
-        seed=seed_for(seed, ds, "inpaint", name), mask=mask, progress=progress)
+        seed=seed_for(seed, seed_ds, "inpaint", name), mask=mask, progress=progress)
     rec = np.where(mask > 0, x, res["reconstruction"])  # observed pixels are kept
     recons[name] = rec
     scores[name] = deep_chain.hidden_error(x, rec, mask, peak)

@@ -17,6 +17,7 @@ from dgdm_tf.report import learning_curves as lc  # noqa: E402
 from dgdm_tf.report.paper import METHOD_LABELS, PAPER_TABLES  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 settings = plain(snakemake.params.rows)  # method -> {"svm": ..., "view": ...}
 sizes = [int(n) for n in snakemake.params.sizes]
@@ -31,8 +32,8 @@ for (method, s), feat_path, metrics_path in zip(settings.items(), snakemake.inpu
     rows += lc.learning_curve(
         feats.train.f, feats.train.y, feats.test.f, feats.test.y, method=method,
         n_classes=feats.n_classes, sizes=sizes, svm=s["svm"], view=s["view"],
-        seed=seed_for(seed, ds, method, "svm"),  # the svm rule's seed for this row
-        idx_train=feats.train.idx, subset_seed=subset_seeds(seed, ds)["train"],
+        seed=seed_for(seed, seed_ds, method, "svm"),  # the svm rule's seed for this row
+        idx_train=feats.train.idx, subset_seed=subset_seeds(seed, seed_ds)["train"],
         row_metrics=json.loads(open(metrics_path).read()), progress=progress)
 
 with atomic_io.atomic_path(snakemake.output.csv) as tmp:

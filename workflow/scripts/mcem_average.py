@@ -22,6 +22,7 @@ from dgdm_tf.mcem.options import AveragingOptions, McemStart  # noqa: E402
 from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.cfg)
 mcfg = plain(snakemake.params.mcem)
 layers = plain(snakemake.params.layers)
@@ -31,14 +32,14 @@ ckpt.mkdir(parents=True, exist_ok=True)
 m = artifacts.read_mcem_model(snakemake.input.model)
 n_layers = m.n_layers
 options = AveragingOptions.from_blocks(cfg, mcfg)
-data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "averaging_batches"),
+data = McemData(snakemake.input.data, seed=seed_for(seed, seed_ds, "averaging_batches"),
                 batch_size=int(cfg["batch_size"] or mcfg["batch_size"]),
-                stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
+                stream_cfg=plain(snakemake.params.stream), n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, seed_ds))
 progress(f"{ds}: model averaging, {cfg['keep']} samples one every {cfg['thin']} iterations, "
          f"batch {data.batch_size} of {data.n_total} images")
 res = model_averaging.run_averaging(
     data, McemStart(layers, plain(snakemake.params.hyper), m.D, m.beta, m.mean, m.std), options,
-    seed=seed_for(seed, ds, "averaging"), checkpoint=CheckpointDir(ckpt, trace=None),
+    seed=seed_for(seed, seed_ds, "averaging"), checkpoint=CheckpointDir(ckpt, trace=None),
     progress=progress)
 acc = np.asarray(res["accept"])
 artifacts.write_mcem_samples(snakemake.output.samples, D=res["D"], beta=res["beta"],

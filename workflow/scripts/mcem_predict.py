@@ -30,6 +30,7 @@ from dgdm_tf.data.minibatches import McemData  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, topk_errors  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 method = snakemake.wildcards.method
 pcfg = plain(snakemake.params.cfg)
 mcfg = plain(snakemake.params.mcem)
@@ -46,7 +47,7 @@ if method == "model_averaging":
     samples = artifacts.read_mcem_samples(snakemake.input.samples)
     models, avg_seconds = samples.models(), samples.wall_seconds
 data = McemData(snakemake.input.data, seed=0, batch_size=1, stream_cfg=plain(snakemake.params.stream),
-                n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, ds))
+                n_test=pcfg["n_test"], subset_seeds=subset_seeds(seed, seed_ds))
 progress(f"{ds}: {method}: {data.n_test} test images, {len(models)} model(s), {pcfg}")
 
 n_chunks = -(-data.n_test // int(pcfg["chunk"]))
@@ -66,7 +67,7 @@ def predict_chunks(chunks) -> dict:
         if c >= hi:
             break
         res = classify(x, kept, options,
-                       seeds=[seed_for(seed, ds, method, "predict", c, j) for j in range(len(models))])
+                       seeds=[seed_for(seed, seed_ds, method, "predict", c, j) for j in range(len(models))])
         seconds += res.seconds
         scores.append(res.scores)
         labels.append(np.asarray(y))

@@ -26,6 +26,7 @@ from dgdm_tf.mcem.options import McemOptions, McemStart  # noqa: E402
 from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
@@ -34,9 +35,9 @@ ckpt = Path(snakemake.params.checkpoint_dir)
 ckpt.mkdir(parents=True, exist_ok=True)
 
 options = McemOptions.from_config(cfg)
-data = McemData(snakemake.input.data, seed=seed_for(seed, ds, "mcem_batches"),
+data = McemData(snakemake.input.data, seed=seed_for(seed, seed_ds, "mcem_batches"),
                 batch_size=int(options.batch_size), stream_cfg=plain(snakemake.params.stream),
-                n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, ds))
+                n_train=snakemake.params.n_train, subset_seeds=subset_seeds(seed, seed_ds))
 progress(f"{ds}: stochastic MCEM on {data.n_total} images of {data.image_shape}, "
          f"{data.n_classes} classes, batch {data.batch_size}, {cfg['iterations']} iterations, "
          f"layers {layers}")
@@ -47,7 +48,7 @@ devices = gpus if cfg["distribute"] and len(gpus) > 1 else None
 progress(f"{ds}: devices: {devices or (gpus[:1] or ['CPU'])}")
 # the trace is an output, not in the checkpoint's folder: an absolute path stands as it is
 res = deep_smcem.train(
-    data, McemStart(layers, hyper), options, seed=seed_for(seed, ds, "mcem"), devices=devices,
+    data, McemStart(layers, hyper), options, seed=seed_for(seed, seed_ds, "mcem"), devices=devices,
     checkpoint=CheckpointDir(ckpt, trace=str(Path(snakemake.output.trace).resolve())),
     progress=progress)
 if res["beta"] is None:

@@ -33,6 +33,7 @@ from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
 from dgdm_tf.pretrain.options import Layer, PretrainOptions  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 l = int(snakemake.wildcards.l)
 layer = plain(snakemake.params.layer)
 pre = plain(snakemake.params.pretrain)
@@ -44,7 +45,7 @@ ckpt.mkdir(parents=True, exist_ok=True)
 idx = None  # layer 1's rows of x_train
 if l == 1:
     x_all = data.load_prepared(snakemake.input.x)["x_train"]
-    idx = subset_indices(len(x_all), pre["n_images"], seed_for(seed, ds, "pretrain_images"))
+    idx = subset_indices(len(x_all), pre["n_images"], seed_for(seed, seed_ds, "pretrain_images"))
     x = np.ascontiguousarray(x_all[idx], dtype=np.float32)
     del x_all
 else:
@@ -54,7 +55,7 @@ progress(f"{ds} layer {l}: input {x.shape}, layer {layer}, pretrain {pre}")
 
 out = chain.run_pretrain_layer(
     x, Layer(**layer, hyper=hyper, index=l - 1, n_layers=int(snakemake.params.n_layers)),
-    PretrainOptions.from_config(pre), seed=seed_for(seed, ds, "pretrain", l),
+    PretrainOptions.from_config(pre), seed=seed_for(seed, seed_ds, "pretrain", l),
     checkpoint=CheckpointDir(ckpt, trace="trace.tsv"), progress=progress)
 kept = np.asarray(out["kept"])
 chain_seconds = float(out["seconds"])

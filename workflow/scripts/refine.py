@@ -44,6 +44,7 @@ from dgdm_tf.report import model_plots as deep_plots
 from dgdm_tf.core.model import DeepModel, project_top_to_data  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.refine)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
@@ -64,7 +65,7 @@ progress(f"{ds}: refining {[d.shape for d in dictionaries]} on {x.shape}, {cfg};
 
 out = refine.run_refine(
     x, refine.Start(dictionaries, layers, hyper, gamma_e_init=gamma_e0, gamma_s_init=gamma_s0),
-    refine.RefineOptions.from_config(cfg), seed=seed_for(seed, ds, "refine"),
+    refine.RefineOptions.from_config(cfg), seed=seed_for(seed, seed_ds, "refine"),
     checkpoint=CheckpointDir(ckpt), progress=progress)
 if not team.chief:  # the chief writes the outputs
     raise SystemExit(0)

@@ -34,6 +34,7 @@ from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.core.model import DeepModel, project_top_to_data  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
@@ -52,7 +53,7 @@ else:
     gamma_e0, gamma_s0 = pre[0].gamma_e_mean, pre[-1].gamma_w
 
 d = data.load_prepared(snakemake.input.data)
-x, labels, idx = shared_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, ds)
+x, labels, idx = shared_subset(d, "train", snakemake.params.n_train, cfg["n_train"], seed, seed_ds)
 n_classes = data.class_count(d)
 progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {cfg['start_from']} "
          f"dictionaries {[v.shape for v in dictionaries]}; {cfg}")
@@ -60,7 +61,7 @@ progress(f"{ds}: supervised model on {x.shape}, {n_classes} classes, from the {c
 out = refine.run_refine(
     x, refine.Start(dictionaries, layers, hyper, gamma_e_init=gamma_e0, gamma_s_init=gamma_s0,
                     n_classes=n_classes),
-    refine.SupervisedOptions.from_config(cfg), seed=seed_for(seed, ds, "supervised"),
+    refine.SupervisedOptions.from_config(cfg), seed=seed_for(seed, seed_ds, "supervised"),
     labels=labels, checkpoint=CheckpointDir(ckpt), progress=progress)
 
 model = DeepModel(x.shape[1:], layers, hyper, supervised=True).with_ks([v.shape[-1] for v in dictionaries])

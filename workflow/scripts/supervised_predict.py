@@ -37,6 +37,7 @@ from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 cfg = plain(snakemake.params.cfg)
 pcfg = cfg["predict"]
 layers = plain(snakemake.params.layers)
@@ -55,8 +56,8 @@ def images_of(split):
     """(x, labels, indices) of the test images, or of the training images re-inferred for
     the mismatch check (the first `mismatch_images`)."""
     if split == "test":
-        return shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, ds)
-    return shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, ds)
+        return shared_subset(d, "test", snakemake.params.n_test, cfg["n_test"], seed, seed_ds)
+    return shared_subset(d, "train", snakemake.params.n_train, min(n_mm, n_train), seed, seed_ds)
 
 
 options = PredictOptions.from_supervised(cfg)
@@ -66,7 +67,7 @@ def classified(x, split, images):
     """The kept models' decision values of ``images`` (a shard, or None: all) of ``split``."""
     salt = {"test": "supervised_predict", "mismatch": "supervised_mismatch"}[split]
     return classify_supervised(x, sup, options, layers, hyper=hyper,
-                               seeds=[seed_for(seed, ds, salt, j) for j in range(n_models)],
+                               seeds=[seed_for(seed, seed_ds, salt, j) for j in range(n_models)],
                                images=images, progress=progress)
 
 

@@ -21,6 +21,7 @@ from dgdm_tf.supervised.same_images import same_images_error  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 method = snakemake.params.method
 run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
@@ -36,7 +37,7 @@ idx_test, n_classes, features_seconds = feats.test.idx, feats.n_classes, feats.w
 progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape} ({view} features), "
          f"{n_classes} classes, {svm_kwargs}")
 
-model = BayesianSVM(n_classes, seed=seed_for(seed, ds, method, "svm"), progress=progress,
+model = BayesianSVM(n_classes, seed=seed_for(seed, seed_ds, method, "svm"), progress=progress,
                     **svm_kwargs)
 model.fit(f_train, y_train)
 scores = np.asarray(model.decision_function(f_test))
@@ -53,7 +54,7 @@ if "pretrained_features" in snakemake.input.keys():
     same_subset = same_images_error(
         feats, artifacts.read_features(snakemake.input.pretrained_features), pretrained_error,
         view=view, n_classes=n_classes, svm=svm_kwargs,
-        seed=seed_for(seed, ds, method, "svm_ref"), progress=progress)
+        seed=seed_for(seed, seed_ds, method, "svm_ref"), progress=progress)
     if same_subset is not None:
         progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
 

@@ -1,4 +1,5 @@
-"""rule tables: results/tables.md from every enabled run's metrics.json."""
+"""rule tables: results/tables.md from every enabled run's metrics.json, each row paired
+with the pretrained row on the test images both predicted (their predictions.csv)."""
 
 from _common import plain, progress, start
 
@@ -6,12 +7,16 @@ start(snakemake)
 
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 
-from dgdm_tf.report import tables
-from dgdm_tf.report.runs import load_metrics
+from dgdm_tf.report import tables  # noqa: E402
+from dgdm_tf.report.predictions import paired_against_reference  # noqa: E402
+from dgdm_tf.report.runs import load_metrics  # noqa: E402
 
 datasets = plain(snakemake.params.datasets)
 metrics = load_metrics("results", datasets)
 progress(f"metrics found for {sorted(metrics)}")
-md = tables.render_tables(datasets, metrics, config_files=snakemake.params.config_files)
+paired = paired_against_reference("results", datasets)
+progress(f"rows paired with the pretrained row on shared test images: {sorted(paired)}")
+md = tables.render_tables(datasets, metrics, config_files=snakemake.params.config_files,
+                          paired=paired)
 atomic_io.write_text(snakemake.output[0], md)
 progress("done")

@@ -22,6 +22,7 @@ from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 seed = int(snakemake.params.seed)
 cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
@@ -33,28 +34,28 @@ sizes = {"train": (snakemake.params.n_train, cfg["n_train"]), "test": (snakemake
 
 def per_image(x, split, images):
     """The per-image part of the split's features on ``images`` (a shard, or None: all)."""
-    return topdown_per_image(x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
+    return topdown_per_image(x, refined.D, layers, cfg, seed=seed_for(seed, seed_ds, "topdown_features", split),
                              gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
                              images=images)
 
 
 if snakemake.rule == "topdown_features_shard":  # one shard of one split
     split = snakemake.wildcards.split
-    x = shared_subset(d, split, *sizes[split], seed, ds)[0]
+    x = shared_subset(d, split, *sizes[split], seed, seed_ds)[0]
     shard_job(snakemake, len(x), topdown_batch(cfg), lambda images: per_image(x, split, images))
     progress(f"done in {elapsed():.1f} s")
     raise SystemExit(0)
 out = {}
 for split in ("train", "test"):
     # the other methods' subset, then its first `own` images
-    x, y, idx = shared_subset(d, split, *sizes[split], seed, ds)
+    x, y, idx = shared_subset(d, split, *sizes[split], seed, seed_ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
     res = gathered(snakemake, split, len(x), lambda images: per_image(x, split, images),
                    topdown_gather(cfg), "topdown_features_shard")
     res = topdown_chain_features(
-        x, refined.D, layers, cfg, seed=seed_for(seed, ds, "topdown_features", split),
+        x, refined.D, layers, cfg, seed=seed_for(seed, seed_ds, "topdown_features", split),
         gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
-        check_seed=seed_for(seed, ds, "posterior_check") if split == "train" else None, res=res)
+        check_seed=seed_for(seed, seed_ds, "posterior_check") if split == "train" else None, res=res)
     if split == "train":
         diag = layer1_mixing(res["layer1_pooled"], x, layers[0]["dict_size"], layers[0]["pool"],
                              snakemake.output.activity_png,

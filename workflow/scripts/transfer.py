@@ -24,6 +24,7 @@ from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
+seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
 tcfg = plain(snakemake.params.cfg)
 spec = plain(snakemake.params.spec)
 run_cfg = plain(snakemake.params.run_config)
@@ -52,7 +53,7 @@ for split in ("train", "test"):
         x = x[: int(tcfg[f"n_{split}"])]
     res = deep_mcem.infer_map(
         x, Start(dictionaries, layers, gamma_s_init=float(snakemake.params.gamma_s)), options,
-        seed=seed_for(seed, ds, "transfer", split), progress=progress)
+        seed=seed_for(seed, seed_ds, "transfer", split), progress=progress)
     feats[split] = res["features"]
 y_train = d["y_train"][: len(feats["train"])]
 y_test = d["y_test"][: len(feats["test"])]
@@ -60,7 +61,7 @@ artifacts.write_transfer_features(snakemake.output.features,
                                   artifacts.FeatureSplit(feats["train"], y_train),
                                   artifacts.FeatureSplit(feats["test"], y_test))
 
-svm = BayesianSVM(n_classes, seed=seed_for(seed, ds, "transfer", "svm"), progress=progress,
+svm = BayesianSVM(n_classes, seed=seed_for(seed, seed_ds, "transfer", "svm"), progress=progress,
                   **plain(snakemake.params.svm))
 svm.fit(feats["train"], y_train)
 scores = np.asarray(svm.decision_function(feats["test"]))

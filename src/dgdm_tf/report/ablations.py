@@ -17,7 +17,7 @@ import yaml
 
 from dgdm_tf.report.paper import METHOD_LABELS
 from dgdm_tf.report.scores import standard_error_pct
-from dgdm_tf.report.tables import DASH, render_dataset_table
+from dgdm_tf.report.tables import DASH, paired_cell, render_dataset_table
 
 
 def error_and_se(m: Mapping[str, Any] | None) -> tuple[float, float] | None:
@@ -35,11 +35,15 @@ def _cell(v: tuple[float, float] | None) -> str:
 def render_ablation(name: str, ablation: Mapping[str, Any],
                     metrics: Mapping[tuple[str, str], Mapping[str, Any]],
                     base_metrics: Mapping[str, Mapping[str, Any]], *,
-                    config_files: Iterable[str] = ()) -> str:
+                    config_files: Iterable[str] = (),
+                    paired: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """Markdown for ablation ``name``: ``ablation`` as the workflow loads it (base,
     description, hyper, changes, block, file), ``metrics`` keyed (name, method) as
     :func:`dgdm_tf.report.runs.load_metrics` gives them, ``base_metrics`` the base
-    dataset's metrics by method (those that exist)."""
+    dataset's metrics by method (those that exist), ``paired`` each method against the
+    base's on the test images both predicted
+    (:func:`dgdm_tf.report.predictions.paired_with_base`)."""
+    paired = paired or {}
     base, block = ablation["base"], ablation["block"]
     cf = ", ".join(f"`{c}`" for c in config_files) or "(none recorded)"
     changed = {"datasets." + base: ablation["changes"]}
@@ -53,8 +57,9 @@ def render_ablation(name: str, ablation: Mapping[str, Any],
               f"the base's under `results/{base}/`. What it changes:", "", "```yaml",
               yaml.safe_dump(changed, sort_keys=False).rstrip(), "```", "",
               "| method | this ablation (test error %, ± SE) | main run, same method | "
-              "difference (points) | data size |",
-              "|---|---|---|---|---|"]
+              "difference (points) | same test images: difference ± paired SE, McNemar exact p "
+              "| data size |",
+              "|---|---|---|---|---|---|"]
     for method in block["methods"]:
         m = metrics.get((name, method))
         ours, theirs = error_and_se(m), error_and_se(base_metrics.get(method))
@@ -66,8 +71,11 @@ def render_ablation(name: str, ablation: Mapping[str, Any],
         size = f"{m.get('n_train')} / {m.get('n_test')}" if m else DASH
         base_cell = _cell(theirs) if theirs else f"not run (`results/{base}/{method}/`)"
         lines.append(f"| {METHOD_LABELS.get(method, method)} | {_cell(ours)} | {base_cell} | "
-                     f"{diff} | {size} |")
-    lines += ["", "The difference's SE treats the two runs as independent; where both use the "
-              "same seeded test images it overstates the noise.", "",
+                     f"{diff} | {paired_cell(paired.get(method))} | {size} |")
+    lines += ["", "The difference's SE treats the two runs as independent. An ablation draws "
+              "its base's images and seeds, so the paired column compares the two on the "
+              "test images both predicted (their `predictions.csv`): its SE is the paired "
+              "one, and McNemar's exact test counts the images only one of the two gets "
+              "wrong.", "",
               render_dataset_table(name, block, metrics)]
     return "\n".join(lines).rstrip() + "\n"

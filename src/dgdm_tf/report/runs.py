@@ -20,6 +20,8 @@ IMPLEMENTED_METHODS: tuple[str, ...] = ("pretrained_svm", "pretrained_block_svm"
 
 #: our rows whose features come from the Gibbs samplers: each gets a "CNN, same images" cell
 GIBBS_METHODS: tuple[str, ...] = ("pretrained_svm", "unsupervised_svm", "supervised")
+#: the row each other row of a dataset's table is paired with, on the same test images
+PAIRED_REFERENCE = "pretrained_svm"
 #: the reference row shown under pretrained_svm (dgdm_tf.baselines.encoder)
 ENCODER_METHOD = "encoder_svm"
 #: the pretrained model's block posteriors given the image alone (dgdm_tf.pretrain.block_posterior)

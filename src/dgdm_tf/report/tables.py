@@ -33,6 +33,10 @@ Additions of ours, not in the paper:
   the dataset's ``n_train`` / ``n_test`` subsets, else
   ``results/{dataset}/cnn_at/{method}/``.
 
+When the dataset runs ``pretrained_svm``, the last column pairs each other row with it on
+the test images both predicted (:func:`dgdm_tf.report.predictions.paired_against_reference`):
+the difference of their test errors, its paired standard error and McNemar's exact p.
+
 Under a dataset whose ``learning_curve.sizes`` is not empty, one line names its learning
 curves' CSV and figure (rule ``learning_curve``, :mod:`dgdm_tf.report.learning_curves`).
 
@@ -46,8 +50,8 @@ from typing import Any, Iterable, Mapping
 
 from dgdm_tf.report.paper import METHOD_LABELS, METRIC_HEADERS, PAPER_TABLES, PaperRow, PaperTable
 from dgdm_tf.report.run_notes import row_recipe, run_note
-from dgdm_tf.report.runs import (BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, cnn_peer_runs,
-                                 curve_methods, reference_peer_runs)
+from dgdm_tf.report.runs import (BLOCK_METHOD, ENCODER_METHOD, IMPLEMENTED_METHODS, PAIRED_REFERENCE,
+                                 cnn_peer_runs, curve_methods, reference_peer_runs)
 
 DASH = "—"
 
@@ -113,11 +117,25 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def paired_cell(pair: Mapping[str, Any] | None) -> str:
+    """A row's difference from the pretrained row on the test images both predicted:
+    points (its paired SE), McNemar's exact p and the image count."""
+    if pair is None:
+        return DASH
+    return (f"{pair['diff_pct_points']:+.2f} ± {pair['se_pct_points']:.2f}, "
+            f"p {pair['mcnemar_exact_p']:.2g}, {pair['n_images']} images")
+
+
 def render_dataset_table(ds: str, block: Mapping[str, Any],
                          metrics: Mapping[tuple[str, str], Mapping[str, Any]], *,
-                         implemented: Iterable[str] = IMPLEMENTED_METHODS) -> str:
+                         implemented: Iterable[str] = IMPLEMENTED_METHODS,
+                         paired: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> str:
+    """One dataset's table; ``paired`` ((ds, method) -> the row against the pretrained
+    row on the same test images, :func:`dgdm_tf.report.predictions.paired_against_reference`)
+    adds the last column where the dataset runs ``pretrained_svm``."""
     implemented = tuple(implemented)
     enabled = list(block.get("methods", []) or [])
+    pair_col = paired is not None and PAIRED_REFERENCE in enabled
     key = block.get("paper_table")
     table: PaperTable | None = PAPER_TABLES.get(key) if key else None
     if table is None:
@@ -135,7 +153,14 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
     peer_cols = [(name, runs) for name, enabled_peer, runs in (
         ("Reference, same images", ENCODER_METHOD in enabled, reference_peer_runs(block)),
         ("CNN, same images", "cnn" in enabled, cnn_peer_runs(block))) if enabled_peer]
-    n_cols = 6 + len(peer_cols)
+    n_cols = 6 + len(peer_cols) + int(pair_col)
+
+    def pair_cell(method: str | None) -> list[str]:
+        if not pair_col:
+            return []
+        if method == PAIRED_REFERENCE:
+            return ["(the pairs' reference)"]
+        return [paired_cell(paired.get((ds, method)) if method in enabled else None)]
 
     def peer_cell(method: str | None) -> list[str]:
         cells = []
@@ -153,7 +178,9 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
     out.append(_row(["method", f"ours: {METRIC_HEADERS[metric]}",
                      f"paper: {METRIC_HEADERS[metric]}", "config file",
                      "data size (train / test)", "wall time"]
-                    + [f"{name}: {METRIC_HEADERS[metric]}" for name, _ in peer_cols]))
+                    + [f"{name}: {METRIC_HEADERS[metric]}" for name, _ in peer_cols]
+                    + (["test error − pretrained + SVM's, same test images (points ± paired "
+                        "SE, McNemar exact p)"] if pair_col else [])))
     out.append(_row(["---"] * n_cols))
     group = ""
     notes: list[str] = []
@@ -163,17 +190,17 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
             out.append(_row([f"*{group}*"] + [""] * (n_cols - 1)))
         if r.method is None:
             out.append(_row([r.label, DASH, _fmt_value(r.value), DASH, DASH, DASH]
-                            + peer_cell(None)))
+                            + peer_cell(None) + pair_cell(None)))
             continue
         m = metrics.get((ds, r.method)) if r.method in enabled else None
         if r.method not in enabled:
             ours = _not_run(ds, r.method, enabled, implemented)
             out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]
-                            + peer_cell(None)))
+                            + peer_cell(None) + pair_cell(None)))
         elif m is None:
             ours = f"missing (no `results/{ds}/{r.method}/metrics.json`)"
             out.append(_row([r.label, ours, _fmt_value(r.value), DASH, DASH, DASH]
-                            + peer_cell(r.method)))
+                            + peer_cell(r.method) + pair_cell(None)))
         else:
             cfgf = m.get("config_file") or DASH
             size = f"{m.get('n_train', DASH)} / {m.get('n_test', DASH)}"
@@ -181,7 +208,7 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
             label = f"{r.label} ({recipe})" if recipe else r.label
             out.append(_row([label, _ours_value(metric, m), _fmt_value(r.value),
                              f"`{cfgf}`", size, format_seconds(m.get("wall_seconds"))]
-                            + peer_cell(r.method)))
+                            + peer_cell(r.method) + pair_cell(r.method)))
             note = run_note(ds, r.method, m)
             if note:
                 notes.append(note)
@@ -190,6 +217,12 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
         if runs:
             out.append(_peer_note(ds, name, runs, metrics))
             out.append("")
+    if pair_col:
+        out.append("The last column pairs each row with the pretrained row on the test images "
+                   "both predicted (their `predictions.csv`): the difference of their errors, "
+                   "its paired standard error, and McNemar's exact test on the images only one "
+                   "of the two gets wrong.")
+        out.append("")
     if table is not None and table.paper_dict_sizes:
         out.append(f"Paper's dictionary sizes per layer: "
                    f"{', '.join(map(str, table.paper_dict_sizes))} "
@@ -251,7 +284,8 @@ def _peer_note(ds: str, name: str, runs: Mapping[str, str],
 def render_tables(datasets: Mapping[str, Mapping[str, Any]],
                   metrics: Mapping[tuple[str, str], Mapping[str, Any]], *,
                   config_files: Iterable[str] = (),
-                  implemented: Iterable[str] = IMPLEMENTED_METHODS) -> str:
+                  implemented: Iterable[str] = IMPLEMENTED_METHODS,
+                  paired: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> str:
     cf = ", ".join(f"`{c}`" for c in config_files) or "(none recorded)"
     head = [
         "# Results: ours beside Pu et al. (AISTATS 2016)",
@@ -267,6 +301,6 @@ def render_tables(datasets: Mapping[str, Mapping[str, Any]],
         "prepare, then training and scoring).",
         "",
     ]
-    body = [render_dataset_table(ds, block, metrics, implemented=implemented)
+    body = [render_dataset_table(ds, block, metrics, implemented=implemented, paired=paired)
             for ds, block in datasets.items()]
     return "\n".join(head + body).rstrip() + "\n"
