@@ -183,8 +183,18 @@ def test_supervised_row_and_outputs(tiny_run):
     cnn = json.loads((repo / f"{DS}/cnn/metrics.json").read_text())
     for label in ("Our pretrained model + SVM (2 step)", "Our unsupervised model + SVM (2 step)",
                   "Our supervised model"):
-        assert float(_rows(md)[label][-1]) == pytest.approx(cnn["test_error_pct"], abs=0.006), label
+        # the CNN's column, then the pairs' (each row against the pretrained row)
+        assert float(_rows(md)[label][-2]) == pytest.approx(cnn["test_error_pct"], abs=0.006), label
     assert not (repo / DS / "cnn_at").exists()
+    from dgdm_tf.report.predictions import paired_on_shared_images, read_predictions
+    ref = read_predictions(repo / f"{DS}/pretrained_svm/predictions.csv")
+    for label, method in (("Our unsupervised model + SVM (2 step)", "unsupervised_svm"),
+                          ("Our supervised model", "supervised"), ("CNN, same shape", "cnn")):
+        pair = paired_on_shared_images(ref, read_predictions(repo / f"{DS}/{method}/predictions.csv"))
+        assert pair["n_images"] == 40
+        assert _rows(md)[label][-1] == (f"{pair['diff_pct_points']:+.2f} ± {pair['se_pct_points']:.2f}, "
+                                        f"p {pair['mcnemar_exact_p']:.2g}, 40 images"), label
+    assert _rows(md)["Our pretrained model + SVM (2 step)"][-1] == "(the pairs' reference)"
     m = json.loads((repo / f"{DS}/supervised/metrics.json").read_text())
     assert m["n_models_averaged"] == 1 and len(m["per_model_test_error_pct"]) == 1
     assert m["test_features"] == "mcem" and len(m["mcem_q_trace"]) == 1

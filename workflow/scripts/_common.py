@@ -33,9 +33,12 @@ _T0 = time.perf_counter()
 def start(snakemake, *, tensorflow: bool = False) -> None:
     """Send stdout/stderr (TensorFlow's C++ logging included) to the rule's log file.
 
-    The log is opened in append mode, so a resumed job keeps its earlier progress. An
-    uncaught exception is written to the log in full and its last line is also printed
-    on the terminal, so errors such as DatasetMissingError are seen without opening it.
+    The log is opened in append mode, so every writer of the job (worker processes
+    included) adds to one file. Snakemake deletes a job's log before it reruns or
+    resubmits the job, so a resumed chain's log starts afresh and says "resuming from
+    checkpoint at sweep N". An uncaught exception is written to the log in full and its
+    last line is also printed on the terminal, so errors such as DatasetMissingError are
+    seen without opening it.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     threads = max(1, int(snakemake.threads))
