@@ -348,9 +348,9 @@ def test_chain_length(results, tmp_path):
     assert "beta" not in probe.load_snapshots(ref / "snapshots")
     assert list(probe.window(15, 1 / 3)) == list(range(11, 16))
     got = probe.main(["read", "--refine", str(ref), "--supervised", str(sup), "--lengths", "3",
-                      "--out", str(tmp_path / "read"), *common])
+                      "--refit-supervised", "--out", str(tmp_path / "read"), *common])
     assert got["n_train"] == 20 and got["n_test"] == 10
-    for row in ("unsupervised_svm", "supervised"):
+    for row in ("unsupervised_svm", "supervised", "supervised_refit"):
         r = got["lengths"]["3"][row]
         assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
         assert r["sweeps_averaged"] == [3, 3]
