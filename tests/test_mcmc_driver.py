@@ -174,6 +174,10 @@ def test_a_damaged_checkpoint_is_set_aside_and_the_chain_starts_afresh(tmp_path,
     assert aside.read_bytes() != b"an older damaged checkpoint"  # replaced
     assert any(f"checkpoint {tmp_path / 'ck.npz'} is damaged (" in m
                and f"renamed to {aside}; starting afresh" in m for m in said), said
+    # the data's reader says what the bytes are, never numpy's advice to unpickle them
+    assert not any("unsafely" in m or "allow_pickle" in m for m in said), said
+    if damage is random_bytes:
+        assert any("is damaged (not an .npz archive (its first bytes" in m for m in said), said
     assert run_chain(FitAR1(0, 3), 10, ck).steps_here == 0  # the new checkpoint resumes
 
 

@@ -22,3 +22,11 @@ stop() {  # stop <name> <pid file>: SIGTERM the daemon by its pid, wait until it
 stop slurmd /run/slurmd.pid
 stop slurmctld /run/slurmctld.pid
 [ "${1:-}" = --slurm-only ] || stop munged /run/munge/munged.pid
+
+# With the controller gone, every Snakemake start would wait about 10 s: the Slurm
+# executor plugin runs `scontrol show config` when it is imported, and scontrol retries
+# the dead controller. Without a slurm.conf it fails at once; setup.sh writes it again.
+if [ "${1:-}" != --slurm-only ] && [ -e /etc/slurm/slurm.conf ]; then
+    mv /etc/slurm/slurm.conf /etc/slurm/slurm.conf.stopped
+    echo "teardown.sh: moved /etc/slurm/slurm.conf to slurm.conf.stopped (setup.sh writes it again)"
+fi

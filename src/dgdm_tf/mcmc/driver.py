@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dgdm_tf.io import atomic as atomic_io
+from dgdm_tf.io import atomic as atomic_io, npz_files
 
 #: the exit status of a chain stopped by SIGTERM (the shell's 128 + signal number)
 EXIT_TERMINATED = 128 + signal.SIGTERM
@@ -64,13 +64,16 @@ class Terminated(SystemExit):
 
 def read_npz(path) -> dict:
     """Every array of the checkpoint file ``path``, read in full (a member read to its end
-    has its CRC checked); :class:`CheckpointDamaged` when it cannot be read."""
+    has its CRC checked) by the data's reader (:func:`dgdm_tf.io.npz_files.read_npz`, which
+    says what a file that is not an npz is instead); :class:`CheckpointDamaged` when it
+    cannot be read."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        return npz_files.read_npz(path)
     except (FileNotFoundError, PermissionError):  # the file system's fault, not the file's
         raise
-    except Exception as err:  # noqa: BLE001 -- whatever the bytes make np.load raise
+    except npz_files.NpzFormatError as err:
+        raise CheckpointDamaged(path, err.problem.removeprefix("is ")) from err
+    except Exception as err:  # noqa: BLE001 -- whatever else the bytes make np.load raise
         raise CheckpointDamaged(path, f"{type(err).__name__}: {err}") from err
 
 
