@@ -10,6 +10,7 @@ import pytest
 from dgdm_tf.core import options as core_options
 from dgdm_tf.pretrain.options import FeatureOptions, PretrainOptions
 from dgdm_tf.pretrain.ridge_start import RidgeStart
+from dgdm_tf.supervised.options import SvmOptions
 from dgdm_tf.topdown.options import RefineOptions, SupervisedOptions
 from dgdm_tf.topdown.options import InpaintOptions, TopdownOptions
 from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, McemOptions,
@@ -18,7 +19,7 @@ from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, Mce
 #: every options class (one per config block of an entry point)
 OPTIONS = [RefineOptions, SupervisedOptions, PretrainOptions, FeatureOptions]
 OPTIONS += [TopdownOptions, InpaintOptions, MapOptions, Alg2Options, PredictOptions, McemOptions,
-            AveragingOptions]
+            AveragingOptions, SvmOptions]
 
 
 def _schema_default(cls, where: str):
@@ -106,7 +107,7 @@ def test_from_config_translates_the_block():
 @pytest.mark.parametrize("cls, key", [
     (TopdownOptions, "collects"), (InpaintOptions, "chains"), (MapOptions, "tol"),
     (Alg2Options, "iterations"), (PredictOptions, "scan"), (McemOptions, "step_power"),
-    (AveragingOptions, "gamma_s")], ids=lambda v: getattr(v, "__name__", v))
+    (AveragingOptions, "gamma_s"), (SvmOptions, "seed")], ids=lambda v: getattr(v, "__name__", v))
 def test_the_test_time_and_mcem_blocks_refuse_a_key_they_do_not_know(cls, key):
     """A misspelt key, or a field the block has no key for (the library's only), is
     refused by name with the block's keys."""

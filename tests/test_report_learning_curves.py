@@ -10,8 +10,9 @@ import pytest
 
 from dgdm_tf.data.subsets import subset_indices
 from dgdm_tf.report import learning_curves as lc
+from dgdm_tf.supervised.options import SvmOptions
 
-SVM = {"method": "em", "em_iters": 20}
+SVM = SvmOptions(method="em", em_iters=20)
 
 
 def _features(n: int, rng, classes: int = 3, width: int = 40):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.supervised.options import SvmOptions
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.topdown.options import TopdownOptions
@@ -45,7 +46,7 @@ def supervised_against_unsupervised(seed: int) -> tuple[float, float]:
     start = refine.Start(uns["D"], LAYERS, gamma_s_init=uns["gamma_s"])
     f_tr = deep_chain.infer_topdown(xtr, start, CHAIN, seed=3, progress=None)["features"]
     f_te = deep_chain.infer_topdown(xte, start, CHAIN, seed=3, progress=None)["features"]
-    clf = BayesianSVM(3, burn_in=50, collect=50, seed=0).fit(f_tr, ytr)
+    clf = BayesianSVM(3, SvmOptions(burn_in=50, collect=50), seed=0).fit(f_tr, ytr)
     err_uns = 100 * np.mean(clf.predict(f_te) != yte)
     return float(err_sup), float(err_uns)
 

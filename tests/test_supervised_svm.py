@@ -22,6 +22,7 @@ import tensorflow as tf  # noqa: E402
 
 from dgdm_tf.supervised import svm_cg, svm_em, svm_gibbs, svm_linalg  # noqa: E402
 from dgdm_tf.core.compiled import compiled  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 N_SEEDS = 10_000
@@ -278,8 +279,9 @@ def test_cg_em_matches_dense_em(few_precond_rows):
     x, lab = _wide_problem()
     xt, _ = _wide_problem(seed=9)
     kw = dict(method="em", em_iters=8, em_tol=0.0)
-    dense = BayesianSVM(3, em_solver="dense", **kw).fit(x, lab)
-    cg = BayesianSVM(3, em_solver="cg", em_cg_tol=1e-9, em_cg_start_tol=1e-9, **kw).fit(x, lab)
+    dense = BayesianSVM(3, SvmOptions(em_solver="dense", **kw)).fit(x, lab)
+    cg = BayesianSVM(3, SvmOptions(em_solver="cg", em_cg_tol=1e-9, em_cg_start_tol=1e-9, **kw))
+    cg.fit(x, lab)
     assert (dense.em_solver_, cg.em_solver_) == ("dense", "cg")
     assert len(cg.trace) == len(dense.trace) == 8
     for a, b in zip(dense.trace, cg.trace):
@@ -296,10 +298,10 @@ def test_cg_step_meets_its_tolerance(few_precond_rows):
     is below tol x its value at the warm start (so the test fails if CG stops early, as
     one iteration does), tighter tol -> more iterations and closer to A^-1 b."""
     x, lab = _wide_problem()
-    m = BayesianSVM(3, method="em", em_iters=3, em_tol=0.0, em_solver="dense").fit(x, lab)
+    m = BayesianSVM(3, SvmOptions(method="em", em_iters=3, em_tol=0.0, em_solver="dense")).fit(x, lab)
     s = np.c_[(x - m.mean_) / m.std_, np.ones(len(x))]
     y = svm_linalg.one_vs_all_targets(lab, 3)
-    l1, l2 = m._penalties(x.shape[1], np.full(3, m.kappa))
+    l1, l2 = m._penalties(x.shape[1], np.full(3, m.options.kappa))
     beta = m.betas[0]
     a, b = _em_system(beta, s, y, l1, l2)
     exact = np.linalg.solve(a, b[..., None])[..., 0]
@@ -325,10 +327,11 @@ def test_cg_em_decreases_the_objective_at_any_tolerance(few_precond_rows):
     raises the objective (MM), and its last objective is within 5% of the dense path's."""
     x, lab = _wide_problem()
     kw = dict(method="em", em_iters=15, em_tol=0.0)
-    loose = BayesianSVM(3, em_solver="cg", em_cg_tol=0.5, em_cg_start_tol=0.5, **kw).fit(x, lab)
+    loose = BayesianSVM(3, SvmOptions(em_solver="cg", em_cg_tol=0.5, em_cg_start_tol=0.5, **kw))
+    loose.fit(x, lab)
     obj = np.array([r["objective"] for r in loose.trace])
     assert np.all(np.diff(obj) <= 1e-12 * obj[:-1])
-    dense = BayesianSVM(3, em_solver="dense", **kw).fit(x, lab)
+    dense = BayesianSVM(3, SvmOptions(em_solver="dense", **kw)).fit(x, lab)
     assert obj[-1] < 1.05 * dense.trace[-1]["objective"]
 
 
@@ -370,8 +373,8 @@ def test_em_solver_auto_follows_classwise(monkeypatch):
     monkeypatch.setattr(svm_linalg, "CLASS_BATCH_BYTES", 0)
     assert svm_cg.em_solver_for(3, 5) == "cg"
     x, lab = _wide_problem(n=40, f=6, zero_cols=0)
-    assert BayesianSVM(3, method="em", em_iters=2).fit(x, lab).em_solver_ == "cg"
-    assert BayesianSVM(3, burn_in=1, collect=1).fit(x, lab).em_solver_ is None
+    assert BayesianSVM(3, SvmOptions(method="em", em_iters=2)).fit(x, lab).em_solver_ == "cg"
+    assert BayesianSVM(3, SvmOptions(burn_in=1, collect=1)).fit(x, lab).em_solver_ is None
 
 
 # ------------------------------------------------------------ 3. the hinge-loss optimum
@@ -419,8 +422,8 @@ def test_em_reaches_the_l2_hinge_optimum_and_gibbs_classifies_as_well():
     x, lab = _two_class_problem(1, 300)
     xt, labt = _two_class_problem(2, 2000)
     ridge, bias_var, gamma = 1.0, 1.0, 1.0
-    em = BayesianSVM(2, method="em", prior="gaussian", ridge=ridge, bias_var=bias_var,
-                     gamma=gamma, em_iters=100, em_tol=0.0).fit(x, lab)
+    em = BayesianSVM(2, SvmOptions(method="em", prior="gaussian", ridge=ridge, bias_var=bias_var,
+                                   gamma=gamma, em_iters=100, em_tol=0.0)).fit(x, lab)
 
     mu, sd = x.mean(0), x.std(0)
     np.testing.assert_allclose(em.mean_, mu, rtol=1e-12)
@@ -442,8 +445,9 @@ def test_em_reaches_the_l2_hinge_optimum_and_gibbs_classifies_as_well():
     # and so does the last trace row (sum over both classes)
     assert em.trace[-1]["objective"] == pytest.approx(j_lib.sum(), rel=1e-12)
 
-    gibbs = BayesianSVM(2, method="gibbs", prior="gaussian", ridge=ridge, bias_var=bias_var,
-                        gamma=gamma, burn_in=100, collect=200, seed=3).fit(x, lab)
+    gibbs = BayesianSVM(2, SvmOptions(method="gibbs", prior="gaussian", ridge=ridge,
+                                      bias_var=bias_var, gamma=gamma, burn_in=100, collect=200),
+                        seed=3).fit(x, lab)
     err_em = np.mean(em.predict(xt) != labt)
     err_gibbs = np.mean(gibbs.predict(xt) != labt)
     assert err_em < 0.25  # Bayes error of this problem is about 0.16
@@ -460,7 +464,7 @@ def test_separable_clusters_are_classified_perfectly(method):
     x, lab = _clusters(rng, centers, 60)
     xt, labt = _clusters(rng, centers, 250)
     scale = np.array([1.0, 10.0, 0.1, 5.0, 1.0])  # standardisation must make this harmless
-    m = BayesianSVM(4, method=method, burn_in=50, collect=50, seed=1, em_iters=50)
+    m = BayesianSVM(4, SvmOptions(method=method, burn_in=50, collect=50, em_iters=50), seed=1)
     m.fit(x * scale + 100.0, lab)
     pred = m.predict(xt * scale + 100.0)
     assert pred.dtype == np.int64 and pred.shape == labt.shape
@@ -479,9 +483,9 @@ def test_same_seed_same_output_different_seed_different_samples():
     centers = 2.0 * rng.standard_normal((3, 4))
     x, lab = _clusters(rng, centers, 40)
     kw = dict(burn_in=10, collect=10)
-    a = BayesianSVM(3, seed=5, **kw).fit(x, lab)
-    b = BayesianSVM(3, seed=5, **kw).fit(x, lab)
-    c = BayesianSVM(3, seed=6, **kw).fit(x, lab)
+    a = BayesianSVM(3, SvmOptions(**kw), seed=5).fit(x, lab)
+    b = BayesianSVM(3, SvmOptions(**kw), seed=5).fit(x, lab)
+    c = BayesianSVM(3, SvmOptions(**kw), seed=6).fit(x, lab)
     assert np.array_equal(a.decision_function(x), b.decision_function(x))
     assert np.array_equal(a.betas, b.betas)
     assert a.betas.shape == (10, 3, 5)
@@ -505,7 +509,7 @@ def test_sampled_gamma_drifts_to_zero_under_diffuse_prior():
     rng = np.random.default_rng(0)
     centers = 1.2 * rng.standard_normal((4, 10))
     x, lab = _clusters(rng, centers, 100)
-    m = BayesianSVM(4, burn_in=149, collect=1, sample_gamma=True, seed=0).fit(x, lab)
+    m = BayesianSVM(4, SvmOptions(burn_in=149, collect=1, sample_gamma=True), seed=0).fit(x, lab)
     g = np.array([r["gamma"] for r in m.trace])
     h = np.array([r["hinge"] for r in m.trace])  # H / (C N) after each sweep
     assert 0.15 < g[0] < 0.25
@@ -521,7 +525,7 @@ def test_bad_input_raises_clear_value_errors():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((20, 3))
     lab = np.arange(20) % 3
-    m = BayesianSVM(3, method="em", em_iters=2)
+    m = BayesianSVM(3, SvmOptions(method="em", em_iters=2))
     bad = x.copy()
     bad[4, 1] = np.nan
     with pytest.raises(ValueError, match="NaN or Inf"):
@@ -547,17 +551,19 @@ def test_bad_input_raises_clear_value_errors():
     with pytest.raises(ValueError, match="NaN or Inf"):
         m.predict(bad)
     with pytest.raises(ValueError, match="method"):
-        BayesianSVM(3, method="vb")
+        SvmOptions(method="vb")
     with pytest.raises(ValueError, match="n_classes"):
         BayesianSVM(1)
     with pytest.raises(ValueError, match="sample_gamma"):
-        BayesianSVM(3, method="em", sample_gamma=True)
+        SvmOptions(method="em", sample_gamma=True)
     with pytest.raises(ValueError, match="em_solver"):
-        BayesianSVM(3, method="em", em_solver="lu")
+        SvmOptions(method="em", em_solver="lu")
     for key in ("em_cg_tol", "em_cg_start_tol"):
         for bad in (0.0, 1.0, float("nan")):
             with pytest.raises(ValueError, match=key):
-                BayesianSVM(3, method="em", **{key: bad})
+                SvmOptions(method="em", **{key: bad})
+    with pytest.raises(TypeError, match=r"options must be an SvmOptions \(SvmOptions.from_config"):
+        BayesianSVM(3, {"method": "em"})  # a config block, not yet its options
 
 
 def _features(f_train, y_train, idx_train, f_test, y_test, idx_test):
@@ -576,7 +582,7 @@ def test_same_images_error_reuses_refits_or_declines():
     rng = np.random.default_rng(2)
     y = rng.integers(0, 2, 60)
     f = (rng.standard_normal((60, 5)) + 1.5 * y[:, None]).astype(np.float32)
-    svm = {"method": "em", "em_iters": 5}
+    svm = SvmOptions(method="em", em_iters=5)
     mine = _features(f[:30], y[:30], np.arange(30), f[40:50], y[40:50], np.arange(40, 50))
     other_same = _features(f[:30] * 2, y[:30], np.arange(30), f[40:50] * 2, y[40:50], np.arange(40, 50))
     assert same_images_error(mine, other_same, 12.5, view="signed", n_classes=2, svm=svm, seed=1) == 12.5
@@ -585,7 +591,7 @@ def test_same_images_error_reuses_refits_or_declines():
     g = -f  # other features of the same images
     other_more = _features(g[perm], y[perm], perm, g[40:60][::-1], y[40:60][::-1], np.arange(40, 60)[::-1])
     got = same_images_error(mine, other_more, 99.0, view="signed", n_classes=2, svm=svm, seed=1)
-    ref = BayesianSVM(2, seed=1, **svm).fit(g[:30], y[:30])
+    ref = BayesianSVM(2, svm, seed=1).fit(g[:30], y[:30])
     assert got == 100.0 * float(np.mean(np.asarray(ref.predict(g[40:50])) != y[40:50]))
     other_less = _features(g[:20], y[:20], np.arange(20), g[40:50], y[40:50], np.arange(40, 50))
     assert same_images_error(mine, other_less, 0.0, view="signed", n_classes=2, svm=svm, seed=1) is None
@@ -595,11 +601,12 @@ def test_em_last_rel_decrease_and_cg_iterations():
     rng = np.random.default_rng(3)
     y = rng.integers(0, 3, 40)
     f = (rng.standard_normal((40, 4)) + y[:, None]).astype(np.float32)
-    em = BayesianSVM(3, method="em", em_iters=4, em_tol=0.0, em_solver="cg", seed=0).fit(f, y)
+    em = BayesianSVM(3, SvmOptions(method="em", em_iters=4, em_tol=0.0, em_solver="cg"), seed=0)
+    em.fit(f, y)
     obj = [r["objective"] for r in em.trace]
     assert em.em_last_rel_decrease() == (obj[-2] - obj[-1]) / abs(obj[-2])
     assert em.cg_iterations() == sum(r["cg_iterations"] for r in em.trace) > 0
-    gibbs = BayesianSVM(3, method="gibbs", burn_in=2, collect=2, seed=0).fit(f, y)
+    gibbs = BayesianSVM(3, SvmOptions(method="gibbs", burn_in=2, collect=2), seed=0).fit(f, y)
     assert gibbs.em_last_rel_decrease() is None and gibbs.cg_iterations() is None
     with pytest.raises(ValueError, match="not fitted"):
         BayesianSVM(3).em_last_rel_decrease()

@@ -20,7 +20,6 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 #: an entry point that takes options (dgdm_tf.core.options) is checked by
 #: tests/test_core_options.py instead
 CALLS = [
-    ("dgdm_tf.supervised.svm_classifier:BayesianSVM", "dataset.svm"),
     ("dgdm_tf.baselines.cnn:train_cnn", "dataset.cnn"),
     ("dgdm_tf.baselines.encoder:encode", "dataset.encoder"),
     ("dgdm_tf.pretrain.block_posterior:block_posterior_features", "dataset.block_features"),

@@ -42,6 +42,7 @@ from dgdm_tf.mcem.test_time import infer_map  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import feature_draws_summary  # noqa: E402
 from dgdm_tf.report.scores import standard_error_pct  # noqa: E402
 from dgdm_tf.pretrain.ridge_start import RidgeStart  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 from dgdm_tf.topdown.chain import infer_topdown  # noqa: E402
 from dgdm_tf.topdown.options import Start, TopdownOptions  # noqa: E402
@@ -111,7 +112,8 @@ def main(argv=None):
                         extra[f"ess_bulk_{split}_median"] = c["ess_bulk_median"]
                 feats[split] = r["features"]
             secs = time.perf_counter() - t0
-            svm = BayesianSVM(n_classes, seed=3, progress=None, **block["svm"]).fit(feats["train"], y["train"])
+            svm = BayesianSVM(n_classes, SvmOptions.from_config(block["svm"]), seed=3)
+            svm.fit(feats["train"], y["train"])
             err = float(np.mean(np.asarray(svm.predict(feats["test"])) != y["test"]))
             tr = float(np.mean(np.asarray(svm.predict(feats["train"])) != y["train"]))
             row = {"gamma_s": kind, "route": route, "test_error_pct": 100 * err,

@@ -52,6 +52,7 @@ from dgdm_tf.mcem.options import PredictOptions  # noqa: E402
 from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.joint_svm import decision_values  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 T0 = time.perf_counter()
@@ -136,7 +137,7 @@ def main(argv=None):
             row[f"joint_{split}"] = err(np.argmax(dv, 1), y[split])
         t = time.perf_counter()
         svm_seed = seed_for(seed, ds, "supervised_refit", "svm", j)
-        svm = BayesianSVM(n_classes, seed=svm_seed, progress=None, **block["svm"])
+        svm = BayesianSVM(n_classes, SvmOptions.from_config(block["svm"]), seed=svm_seed)
         svm.fit(svm_view(feats["train"], block["svm_view"]), y["train"])
         for split in ("train", "test"):
             dv = np.asarray(svm.decision_function(svm_view(feats[split], block["svm_view"])))

@@ -213,9 +213,10 @@ def run(a) -> dict:
 def svm_row(f_train, y_train, f_test, y_test, block, n_classes, seed) -> np.ndarray:
     """The test predictions of the Bayesian SVM as the svm rule fits it."""
     from dgdm_tf.supervised.feature_view import svm_view
+    from dgdm_tf.supervised.options import SvmOptions
     from dgdm_tf.supervised.svm_classifier import BayesianSVM
 
-    svm = BayesianSVM(n_classes, seed=seed, progress=None, **block["svm"])
+    svm = BayesianSVM(n_classes, SvmOptions.from_config(block["svm"]), seed=seed)
     svm.fit(svm_view(f_train, block["svm_view"]), y_train)
     return np.asarray(svm.predict(svm_view(f_test, block["svm_view"])))
 

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from dgdm_tf.io import artifacts  # noqa: E402
 from dgdm_tf.io.run_inputs import read_run_config  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 TRANSFORMS = {  # signed and split are the workflow's svm_view; the others probes only
@@ -59,7 +60,7 @@ def main(argv=None):
     for name in a.transforms.split(","):
         t = time.time()
         tr, te = TRANSFORMS[name](feats.train.f), TRANSFORMS[name](feats.test.f)
-        svm = BayesianSVM(feats.n_classes, seed=3, progress=None, **svm_cfg).fit(tr, feats.train.y)
+        svm = BayesianSVM(feats.n_classes, SvmOptions.from_config(svm_cfg), seed=3).fit(tr, feats.train.y)
         err = 100.0 * float(np.mean(np.asarray(svm.predict(te)) != feats.test.y))
         tr_err = 100.0 * float(np.mean(np.asarray(svm.predict(tr)) != feats.train.y))
         errors[name] = err

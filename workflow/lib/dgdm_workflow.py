@@ -465,7 +465,7 @@ class Wiring:
         return out
 
     def svm_settings(self, wc) -> dict:
-        """The Bayesian SVM's keyword arguments: the dataset's `svm` block, except that
+        """The Bayesian SVM's block (its SvmOptions.from_config): the dataset's `svm`, except that
         the reference row encoder_svm is fitted by `encoder.svm_method` (the same model
         and prior / hinge settings; default em, the MAP: Gibbs at its 4900 features
         would take hours, see the schema)."""

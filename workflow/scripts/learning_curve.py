@@ -15,6 +15,7 @@ from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.report import learning_curves as lc  # noqa: E402
 from dgdm_tf.report.paper import METHOD_LABELS, PAPER_TABLES  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
@@ -31,7 +32,7 @@ for (method, s), feat_path, metrics_path in zip(settings.items(), snakemake.inpu
              f"{feats.train.f.shape[1]} features ({s['view']}), SVM {s['svm']}")
     rows += lc.learning_curve(
         feats.train.f, feats.train.y, feats.test.f, feats.test.y, method=method,
-        n_classes=feats.n_classes, sizes=sizes, svm=s["svm"], view=s["view"],
+        n_classes=feats.n_classes, sizes=sizes, svm=SvmOptions.from_config(s["svm"]), view=s["view"],
         seed=seed_for(seed, seed_ds, method, "svm"),  # the svm rule's seed for this row
         idx_train=feats.train.idx, subset_seed=subset_seeds(seed, seed_ds)["train"],
         row_metrics=json.loads(open(metrics_path).read()), progress=progress)

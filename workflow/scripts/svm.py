@@ -17,6 +17,7 @@ from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.report.predictions import write_predictions  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.same_images import same_images_error  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
@@ -25,7 +26,8 @@ seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: pair
 method = snakemake.params.method
 run_cfg = plain(snakemake.params.run_config)
 seed = int(run_cfg["seed"])
-svm_kwargs = plain(snakemake.params.svm)
+svm_block = plain(snakemake.params.svm)
+svm_options = SvmOptions.from_config(svm_block)
 view = str(snakemake.params.view)
 # the reference row, or the same at a Gibbs row's images (encoder_at/<row>)
 reference = bool(snakemake.params.reference)
@@ -35,10 +37,10 @@ f_train, y_train, f_test, y_test = feats.train.f, feats.train.y, feats.test.f, f
 f_train, f_test = svm_view(f_train, view), svm_view(f_test, view)
 idx_test, n_classes, features_seconds = feats.test.idx, feats.n_classes, feats.wall_seconds
 progress(f"{ds}: SVM on train {f_train.shape}, test {f_test.shape} ({view} features), "
-         f"{n_classes} classes, {svm_kwargs}")
+         f"{n_classes} classes, {svm_block}")
 
-model = BayesianSVM(n_classes, seed=seed_for(seed, seed_ds, method, "svm"), progress=progress,
-                    **svm_kwargs)
+model = BayesianSVM(n_classes, svm_options, seed=seed_for(seed, seed_ds, method, "svm"),
+                    progress=progress)
 model.fit(f_train, y_train)
 scores = np.asarray(model.decision_function(f_test))
 pred_test = np.asarray(model.predict(f_test))
@@ -53,7 +55,7 @@ if "pretrained_features" in snakemake.input.keys():
         pretrained_error = json.load(f)["test_error_pct"]
     same_subset = same_images_error(
         feats, artifacts.read_features(snakemake.input.pretrained_features), pretrained_error,
-        view=view, n_classes=n_classes, svm=svm_kwargs,
+        view=view, n_classes=n_classes, svm=svm_options,
         seed=seed_for(seed, seed_ds, method, "svm_ref"), progress=progress)
     if same_subset is not None:
         progress(f"{ds}: pretrained features, same images: test error {same_subset:.2f}%")
@@ -89,7 +91,7 @@ metrics = {
     "n_features": int(f_train.shape[1]),  # as the SVM read them (svm_view)
     "svm_view": view,
     # how the SVM was fitted (encoder_svm: encoder.svm_method; the others: svm.method)
-    "svm_method": model.method,
+    "svm_method": model.options.method,
     "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
     "svm_em_last_rel_decrease": model.em_last_rel_decrease(),
     # EM's linear solves (svm.em_solver): "dense" or "cg", and CG's iterations in all

@@ -21,6 +21,7 @@ from dgdm_tf.mcem import test_time as deep_mcem
 from dgdm_tf.mcem.options import MapOptions  # noqa: E402
 from dgdm_tf.topdown.options import Start  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
+from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -61,8 +62,8 @@ artifacts.write_transfer_features(snakemake.output.features,
                                   artifacts.FeatureSplit(feats["train"], y_train),
                                   artifacts.FeatureSplit(feats["test"], y_test))
 
-svm = BayesianSVM(n_classes, seed=seed_for(seed, seed_ds, "transfer", "svm"), progress=progress,
-                  **plain(snakemake.params.svm))
+svm = BayesianSVM(n_classes, SvmOptions.from_config(plain(snakemake.params.svm)),
+                  seed=seed_for(seed, seed_ds, "transfer", "svm"), progress=progress)
 svm.fit(feats["train"], y_train)
 scores = np.asarray(svm.decision_function(feats["test"]))
 pred = np.argmax(scores, 1)

@@ -30,6 +30,7 @@ from dgdm_tf.bench.exact_floor import layer_floor_macs
 from dgdm_tf.bench.sweeps import (MCEM_ITERATION, REFINE_SWEEP, SUPERVISED_SWEEP, TEST_SWEEP,
                                   benchmark_pretrain_layers, benchmark_refine)
 from dgdm_tf.core.model import DeepModel
+from dgdm_tf.supervised.options import SvmOptions
 from dgdm_tf.supervised.svm_classifier import BayesianSVM
 
 SVM_ITERATION = "SVM Gibbs iteration"
@@ -234,7 +235,8 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     per_iteration = []
     for n in svm_images:
         progress(f"SVM Gibbs iterations on {n} x {width} features")
-        svm = BayesianSVM(n_classes, method="gibbs", burn_in=0, collect=max(3, sweeps), seed=seed)
+        svm = BayesianSVM(n_classes, SvmOptions(method="gibbs", burn_in=0, collect=max(3, sweeps)),
+                          seed=seed)
         svm.fit(rng.normal(size=(n, width)).astype(np.float32), rng.integers(0, n_classes, n))
         per_iteration.append(float(np.median([t["seconds"] for t in svm.trace[1:]])))
     a, b = fit_linear(list(svm_images), per_iteration)

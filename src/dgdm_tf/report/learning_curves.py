@@ -1,7 +1,7 @@
 """Learning curves: a row's test error against the number of images its SVM trains on.
 
 A row's features stay as its features rule wrote them; only its Bayesian SVM
-(:class:`dgdm_tf.supervised.svm_classifier.BayesianSVM`, the row's ``svm`` settings, view
+(:class:`dgdm_tf.supervised.svm_classifier.BayesianSVM`, the row's ``svm`` options, view
 and seed) is refitted on the first n of its training images for each n, and tested on
 all of its test images. Where the curve still falls at the row's own size, more data
 would close part of the distance to the paper; where it is flat, the rest is the
@@ -26,6 +26,7 @@ from dgdm_tf.data.subsets import subset_indices
 from dgdm_tf.report.paper import PAPER_TABLES
 from dgdm_tf.report.scores import error_pct, standard_error_pct
 from dgdm_tf.supervised.feature_view import svm_view
+from dgdm_tf.supervised.options import SvmOptions
 
 COLUMNS = ("method", "n_train", "n_test", "test_error_pct", "se_pct", "train_error_pct",
            "seconds", "source", "note")
@@ -50,7 +51,7 @@ def training_rows(idx: np.ndarray | None, y: np.ndarray, n: int, seed: int) -> n
 
 
 def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: int,
-                   sizes: Iterable[int], svm: Mapping[str, Any], seed: int,
+                   sizes: Iterable[int], svm: SvmOptions, seed: int,
                    view: str = "signed", idx_train=None, subset_seed: int = 0,
                    row_metrics: Mapping[str, Any] | None = None,
                    progress: Callable[[str], None] | None = None,
@@ -59,8 +60,8 @@ def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: 
 
     ``f_*``, ``y_*``: the row's features and labels as stored (its features.npz), read by
     the SVM under ``view`` (:func:`dgdm_tf.supervised.feature_view.svm_view`); ``svm``:
-    BayesianSVM's keyword arguments (the svm rule's for this row); ``seed``: its seed
-    (the svm rule's). At each n of ``sizes`` the SVM trains on
+    the SVM's options (:class:`dgdm_tf.supervised.options.SvmOptions`, the svm rule's for
+    this row); ``seed``: its seed (the svm rule's). At each n of ``sizes`` the SVM trains on
     :func:`training_rows` (``idx_train``, ``subset_seed``) and is scored on every test
     image. A size above the row's training images gives a ``skipped`` row. With
     ``row_metrics`` (the row's metrics.json, on these very images: its ``n_train`` and
@@ -104,7 +105,7 @@ def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: 
             continue
         sel = training_rows(idx_train, y_train, n, subset_seed)
         t0 = time.perf_counter()
-        model = BayesianSVM(n_classes, seed=seed, progress=svm_progress, **dict(svm))
+        model = BayesianSVM(n_classes, svm, seed=seed, progress=svm_progress)
         model.fit(f_train[sel], y_train[sel])
         err = error_pct(model.predict(f_test), y_test)
         train_err = error_pct(model.predict(f_train[sel]), y_train[sel])

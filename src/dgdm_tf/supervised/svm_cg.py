@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.supervised.options import EM_SOLVERS
 from dgdm_tf.supervised.svm_linalg import DTYPE, classwise, f64
 
 #: heavy rows per class solved exactly in the CG preconditioner (:func:`cg_preconditioner`)
@@ -37,7 +38,6 @@ CG_PRECOND_ROWS = 512
 #: the largest ``C x rows x F1`` float64 stack of those rows the preconditioner keeps;
 #: above it, its products go through ``S`` (:func:`cg_preconditioner`)
 CG_PRECOND_BYTES = 1024 * 2**20
-EM_SOLVERS = ("auto", "dense", "cg")
 
 __all__ = [
     "em_solver_for",

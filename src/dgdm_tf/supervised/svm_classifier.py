@@ -19,13 +19,14 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
-from dgdm_tf.supervised.svm_cg import EM_SOLVERS, em_solver_for, em_step_cg
+from dgdm_tf.supervised.options import SvmOptions
+from dgdm_tf.supervised.svm_cg import em_solver_for, em_step_cg
 from dgdm_tf.supervised.svm_em import em_first_step, em_update_beta
 from dgdm_tf.supervised.svm_gibbs import (resample_beta, resample_gamma, resample_kappa,
                                           resample_lambda, resample_omega)
 from dgdm_tf.supervised.svm_linalg import DTYPE, f64, margins, one_vs_all_targets
 
-__all__ = ["BayesianSVM"]
+__all__ = ["BayesianSVM", "SvmOptions"]
 
 
 @cached_builder()
@@ -65,27 +66,11 @@ class BayesianSVM:
     Parameters
     ----------
     n_classes : number of classes ``C`` (labels are ints in ``[0, C)``).
-    method : ``"gibbs"`` (posterior samples; decision values averaged over them, as the
-        paper does) or ``"em"`` (the supplement's closed-form MAP update).
-    burn_in, collect, thin : Gibbs schedule; ``burn_in + collect * thin`` sweeps,
-        keeping every ``thin``-th after burn-in.
+    options : :class:`dgdm_tf.supervised.options.SvmOptions` (config block ``svm``; None:
+        the schema's defaults): ``method`` ``"gibbs"`` (posterior samples; decision values
+        averaged over them, as the paper does) or ``"em"`` (the supplement's closed-form
+        MAP update), the Gibbs schedule, the prior and hinge settings, EM's solver.
     seed : int; same seed, same chain (bit for bit on the same machine/thread count).
-    gamma : the hinge weight (fixed unless ``sample_gamma``; also the start value).
-    sample_gamma : sample ``gamma`` under ``Gamma(a_gamma, b_gamma)``.  Off by default:
-        with a diffuse prior ``gamma`` collapses to 0 (:mod:`dgdm_tf.supervised.svm_gibbs`, measured).
-    a_kappa, b_kappa : ``Gamma`` (shape, rate) prior of the Laplace rate ``kappa``.
-    kappa : Laplace rate used by EM (fixed) and the Gibbs start value; 0.5 makes
-        ``sqrt(2 kappa) = 1``, the paper's ``Omega^-1 = diag(1/|beta|)``.
-    prior : ``"laplace"`` (paper) or ``"gaussian"`` (``beta_i ~ N(0, 1/ridge)``, fixed).
-    ridge : prior precision of the weights for ``prior="gaussian"``.
-    bias_var : prior variance of the (unshrunk) bias.
-    em_iters, em_tol : EM stops after ``em_iters`` steps or when the relative decrease of
-        the objective is below ``em_tol``.
-    em_solver : how EM's linear solves are done: ``"dense"`` (Cholesky of each class's
-        ``F1 x F1`` precision), ``"cg"`` (:func:`em_step_cg`: matrix-free conjugate
-        gradients) or ``"auto"`` (:func:`em_solver_for`: CG for wide features).
-    em_cg_tol, em_cg_start_tol : CG's relative residual (to the warm start's) in each EM
-        step after the first, and in the first (the ridge start from ``beta = 0``).
     progress : optional ``callable(str)`` called once per sweep / EM step.
 
     Attributes after ``fit``: ``betas`` ``(samples, C, F+1)`` (standardised coordinates;
@@ -98,53 +83,16 @@ class BayesianSVM:
     ``"cg"``; Gibbs: None).
     """
 
-    def __init__(self, n_classes: int, *, method: str = "gibbs", burn_in: int = 100,
-                 collect: int = 100, thin: int = 1, seed: int = 0, gamma: float = 1.0,
-                 sample_gamma: bool = False, a_gamma: float = 1e-6, b_gamma: float = 1e-6,
-                 a_kappa: float = 1.0, b_kappa: float = 1.0, kappa: float = 0.5,
-                 prior: str = "laplace", ridge: float = 1.0, bias_var: float = 100.0,
-                 em_iters: int = 50, em_tol: float = 1e-9, em_solver: str = "auto",
-                 em_cg_tol: float = 0.1, em_cg_start_tol: float = 1e-3,
+    def __init__(self, n_classes: int, options: SvmOptions | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None):
         if not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
             raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
-        if method not in ("gibbs", "em"):
-            raise ValueError(f"method must be 'gibbs' or 'em', got {method!r}")
-        if prior not in ("laplace", "gaussian"):
-            raise ValueError(f"prior must be 'laplace' or 'gaussian', got {prior!r}")
-        for name, val, lo in (("burn_in", burn_in, 0), ("collect", collect, 1), ("thin", thin, 1),
-                              ("em_iters", em_iters, 1)):
-            if not isinstance(val, (int, np.integer)) or val < lo:
-                raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
-        for name, val in (("gamma", gamma), ("a_gamma", a_gamma), ("b_gamma", b_gamma),
-                          ("a_kappa", a_kappa), ("b_kappa", b_kappa), ("kappa", kappa),
-                          ("ridge", ridge), ("bias_var", bias_var)):
-            if not (np.isfinite(val) and val > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {val!r}")
-        if em_solver not in EM_SOLVERS:
-            raise ValueError(f"em_solver must be one of {EM_SOLVERS}, got {em_solver!r}")
-        for name, val in (("em_cg_tol", em_cg_tol), ("em_cg_start_tol", em_cg_start_tol)):
-            if not (np.isfinite(val) and 0 < val < 1):
-                raise ValueError(f"{name} must lie in (0, 1), got {val!r}")
-        if sample_gamma and method == "em":
-            raise ValueError("sample_gamma=True needs method='gibbs' (EM keeps gamma fixed)")
+        if options is not None and not isinstance(options, SvmOptions):
+            raise TypeError(f"options must be an SvmOptions (SvmOptions.from_config(block) of "
+                            f"a config's svm block), got {type(options).__name__}")
         self.n_classes = int(n_classes)
-        self.method = method
-        self.burn_in, self.collect, self.thin = int(burn_in), int(collect), int(thin)
+        self.options = SvmOptions() if options is None else options
         self.seed = int(seed)
-        self.gamma = float(gamma)
-        self.sample_gamma = bool(sample_gamma)
-        self.a_gamma, self.b_gamma = float(a_gamma), float(b_gamma)
-        self.a_kappa, self.b_kappa = float(a_kappa), float(b_kappa)
-        self.kappa = float(kappa)
-        self.prior = prior
-        self.ridge = float(ridge)
-        self.bias_var = float(bias_var)
-        self.em_iters = int(em_iters)
-        self.em_tol = float(em_tol)
-        self.em_solver = em_solver
-        self.em_cg_tol = float(em_cg_tol)
-        self.em_cg_start_tol = float(em_cg_start_tol)
         self.progress = progress
         self.betas: np.ndarray | None = None
         self.trace: list[dict] = []
@@ -197,11 +145,11 @@ class BayesianSVM:
         c = self.n_classes
         l1 = np.zeros((c, f + 1))
         l2 = np.zeros((c, f + 1))
-        l2[:, f] = 1.0 / self.bias_var
-        if self.prior == "laplace":
+        l2[:, f] = 1.0 / self.options.bias_var
+        if self.options.prior == "laplace":
             l1[:, :f] = np.sqrt(2.0 * np.asarray(kappa, dtype=np.float64)).reshape(-1, 1)
         else:
-            l2[:, :f] = self.ridge
+            l2[:, :f] = self.options.ridge
         return l1, l2
 
     def _say(self, msg: str) -> None:
@@ -221,8 +169,8 @@ class BayesianSVM:
         y = one_vs_all_targets(lab, self.n_classes)
         lab_t = tf.constant(lab)
         self.trace = []
-        self.em_solver_ = (em_solver_for(self.n_classes, design.shape[1], self.em_solver)
-                           if self.method == "em" else None)
+        self.em_solver_ = (em_solver_for(self.n_classes, design.shape[1], self.options.em_solver)
+                           if self.options.method == "em" else None)
         if self.em_solver_ == "cg":
             # all-zero columns (features constant on the training set) get beta = 0
             # exactly from either solver (no data, prior 1/eps): left out of every product
@@ -234,7 +182,7 @@ class BayesianSVM:
             s = tf.constant(design, dtype=DTYPE)
             del design
             y = tf.constant(y, dtype=DTYPE)
-            if self.method == "em":
+            if self.options.method == "em":
                 self._fit_em(s, y, lab_t)
             else:
                 self._fit_gibbs(s, y, lab_t)
@@ -265,75 +213,78 @@ class BayesianSVM:
         return row
 
     def _fit_em(self, s, y, lab):
+        o = self.options
         f = self.n_features_
         c = self.n_classes
-        l1, l2 = self._penalties(f, np.full(c, self.kappa))
+        l1, l2 = self._penalties(f, np.full(c, o.kappa))
         l1_t, l2_t = f64(l1), f64(l2)
-        gamma = self.gamma
+        gamma = o.gamma
         step = _em_step(gamma)
         prev = None
-        for it in range(1, self.em_iters + 1):
+        for it in range(1, o.em_iters + 1):
             t0 = time.perf_counter()
             if it == 1:
                 # first step from beta = 0: |c| = 1 for all rows, |beta| taken as 1
                 beta = em_first_step(s, y, gamma, l1_t, l2_t)
             else:
                 beta = step(beta, s, y, l1_t, l2_t)
-            row = self._record(it, "em", beta, s, y, lab, self.gamma, np.full(c, self.kappa), t0)
-            if prev is not None and prev - row["objective"] <= self.em_tol * abs(prev):
+            row = self._record(it, "em", beta, s, y, lab, o.gamma, np.full(c, o.kappa), t0)
+            if prev is not None and prev - row["objective"] <= o.em_tol * abs(prev):
                 break
             prev = row["objective"]
         self.betas = beta.numpy()[None]
-        self.gammas = np.array([self.gamma])
-        self.kappas = np.full((1, c), self.kappa)
+        self.gammas = np.array([o.gamma])
+        self.kappas = np.full((1, c), o.kappa)
 
     def _fit_em_cg(self, s, cols, y, lab):
         """EM with every step's solve by :func:`em_step_cg`; ``s`` holds the columns
         ``cols`` of the design (the others are all zero), the same stopping rule as
         :meth:`_fit_em`."""
+        o = self.options
         f = self.n_features_
         c = self.n_classes
-        kappa = np.full(c, self.kappa)
+        kappa = np.full(c, o.kappa)
         l1, l2 = self._penalties(f, kappa)
         l1, l2 = l1[:, cols], l2[:, cols]
         beta = np.zeros((c, s.shape[1]))
         full = np.zeros((c, f + 1))
         prev = None
-        for it in range(1, self.em_iters + 1):
+        for it in range(1, o.em_iters + 1):
             t0 = time.perf_counter()
-            tol = self.em_cg_start_tol if it == 1 else self.em_cg_tol
-            beta, info = em_step_cg(beta, s, y, self.gamma, l1, l2, tol=tol, start=it == 1)
+            tol = o.em_cg_start_tol if it == 1 else o.em_cg_tol
+            beta, info = em_step_cg(beta, s, y, o.gamma, l1, l2, tol=tol, start=it == 1)
             full[:, cols] = beta
-            row = self._record(it, "em", full, None, y, lab, self.gamma, kappa, t0,
+            row = self._record(it, "em", full, None, y, lab, o.gamma, kappa, t0,
                                m=beta @ s.T, extra=info)
-            if prev is not None and prev - row["objective"] <= self.em_tol * abs(prev):
+            if prev is not None and prev - row["objective"] <= o.em_tol * abs(prev):
                 break
             prev = row["objective"]
         self.betas = full[None].copy()
-        self.gammas = np.array([self.gamma])
-        self.kappas = np.full((1, c), self.kappa)
+        self.gammas = np.array([o.gamma])
+        self.kappas = np.full((1, c), o.kappa)
 
     def _fit_gibbs(self, s, y, lab):
+        o = self.options
         f = self.n_features_
         c = self.n_classes
-        laplace = self.prior == "laplace"
+        laplace = o.prior == "laplace"
         base = random.salted(self.seed, "svm")
-        sweep = _gibbs_sweep(c, f, laplace=laplace, sample_gamma=self.sample_gamma,
-                             bias_var=self.bias_var, a_kappa=self.a_kappa, b_kappa=self.b_kappa,
-                             a_gamma=self.a_gamma, b_gamma=self.b_gamma)
+        sweep = _gibbs_sweep(c, f, laplace=laplace, sample_gamma=o.sample_gamma,
+                             bias_var=o.bias_var, a_kappa=o.a_kappa, b_kappa=o.b_kappa,
+                             a_gamma=o.a_gamma, b_gamma=o.b_gamma)
         beta = tf.zeros((c, f + 1), DTYPE)
-        kappa = tf.fill([c], f64(self.kappa))
-        omega_w = tf.fill([c, f], f64(1.0 / self.kappa if laplace else 1.0 / self.ridge))
-        gamma = f64(self.gamma)
-        total = self.burn_in + self.collect * self.thin
+        kappa = tf.fill([c], f64(o.kappa))
+        omega_w = tf.fill([c, f], f64(1.0 / o.kappa if laplace else 1.0 / o.ridge))
+        gamma = f64(o.gamma)
+        total = o.sweeps
         kept_b, kept_g, kept_k = [], [], []
         for it in range(1, total + 1):
             t0 = time.perf_counter()
             beta, omega_w, kappa, gamma = sweep(beta, omega_w, kappa, gamma,
                                                 tf.constant(it, tf.int64), base, s, y)
-            phase = "burn_in" if it <= self.burn_in else "collect"
+            phase = "burn_in" if it <= o.burn_in else "collect"
             self._record(it, phase, beta, s, y, lab, float(gamma), kappa.numpy(), t0)
-            if it > self.burn_in and (it - self.burn_in) % self.thin == 0:
+            if it > o.burn_in and (it - o.burn_in) % o.thin == 0:
                 kept_b.append(beta.numpy())
                 kept_g.append(float(gamma))
                 kept_k.append(kappa.numpy())
@@ -365,7 +316,7 @@ class BayesianSVM:
         from converged the MAP is; None for Gibbs, or after one EM step."""
         self._require_fit()
         obj = [row["objective"] for row in self.trace]
-        if self.method != "em" or len(obj) < 2:
+        if self.options.method != "em" or len(obj) < 2:
             return None
         return float((obj[-2] - obj[-1]) / abs(obj[-2]))
 
