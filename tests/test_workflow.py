@@ -93,11 +93,13 @@ def test_smoke_end_to_end_tables(smoke_run):
     assert float(block.strip("|").split("|")[1]) == pytest.approx(mb["test_error_pct"], abs=0.006)
     # the checkpoint folders are gone once the layers are written
     assert not list((repo / "results/mnist_smoke/pretrain").glob("*_ckpt"))
-    # the reference row and the CNN on exactly the supervised row's images: its last two columns
+    # the reference row and the CNN on exactly the supervised row's images: the two columns
+    # before the last, which pairs the row with the pretrained row on their shared test images
     sup = next(l for l in md.splitlines() if l.startswith("| Our supervised model"))
     sup = [c.strip() for c in sup.strip("|").split("|")]
     assert sup[4] == "40 / 40"
-    for col, run in ((-2, "encoder_at"), (-1, "cnn_at")):
+    assert sup[-1].endswith(", 40 images"), sup[-1]
+    for col, run in ((-3, "encoder_at"), (-2, "cnn_at")):
         peer = json.loads((repo / f"results/mnist_smoke/{run}/supervised/metrics.json").read_text())
         assert peer["same_images_as"] == "supervised" and (peer["n_train"], peer["n_test"]) == (40, 40)
         assert float(sup[col]) == pytest.approx(peer["test_error_pct"], abs=0.006), run
