@@ -24,10 +24,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiny_run")]  # compares
 
 N_KILLS = 10
 SEED = 20261202
-#: a kill comes this many seconds after its (re)start, uniform: the tiny run's jobs take
-#: about 5 to 60 s each, so kills land inside jobs, between them and in Snakemake's start,
-#: and the longer ones let the run get past pretraining between kills
-DELAY = (3.0, 75.0)
+#: a kill comes U(3, 3 + DELAY_SHARE * T) s after its (re)start, T the uninterrupted run's
+#: summed rule seconds (its benchmark files), so the schedule scales with the machine: on
+#: the one that set it (T about 400 s) that is U(3, 75), where the jobs took 5 to 60 s
+#: each; kills land inside jobs, between them and in Snakemake's start, and the longer
+#: ones let the run get past pretraining between kills. A fixed U(3, 75) let a machine 2.5
+#: times faster finish after 9 kills.
+DELAY_MIN, DELAY_SHARE = 3.0, 0.18
+
+
+def _rule_seconds(repo: Path) -> float:
+    """The summed wall seconds of a finished run's rules (Snakemake's benchmark files)."""
+    import pandas as pd
+
+    files = sorted((repo / "results" / "benchmarks" / "rules").rglob("*.tsv"))
+    assert files, f"no benchmark files under {repo}/results/benchmarks/rules"
+    return float(sum(pd.read_csv(f, sep="\t")["s"].sum() for f in files))
 
 
 def _group_scripts(pgid: int) -> list[str]:
@@ -68,12 +80,14 @@ def test_random_kills_then_reruns_end_bit_for_bit_as_the_uninterrupted_run(tiny_
     # to the repository, which must be the same string in both
     repo = copy_repo(tmp_path_factory.mktemp("killed_repo"))
     rng = np.random.default_rng(SEED)
+    top = DELAY_MIN + DELAY_SHARE * _rule_seconds(base)
+    print(f"kill delays U({DELAY_MIN}, {top:.1f}) s", flush=True)
     kills, finished_early = [], 0
     log_path = tmp_path / "snakemake.log"
     with open(log_path, "a") as log:
         while len(kills) < N_KILLS:
             proc = _start(repo, cfg, log)
-            delay = float(rng.uniform(*DELAY))
+            delay = float(rng.uniform(DELAY_MIN, top))
             try:
                 proc.wait(timeout=delay)
                 finished_early += 1  # the run ended before this kill's moment
