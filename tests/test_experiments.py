@@ -358,7 +358,37 @@ def test_chain_length(results, tmp_path):
         "chain_length.json", "error_vs_length.png", "top_T3.png"}
 
 
+@pytest.mark.slow  # four short MCEM runs and Algorithm 2 on the shared fixture: about 30 s
+def test_algorithm1(results, tmp_path):
+    """Algorithm 1 of both kinds from the tiny model's pretrained layers, persistent; a run
+    stopped inside its second epoch resumes and writes what the uninterrupted run wrote;
+    then the rows read at each epoch, with Fig. 2 at both."""
+    probe = load_probe(EXPERIMENTS / "length" / "algorithm1.py")
+    common = ["--results", str(results), "--smoke"]
+    unsup, sup, cut = tmp_path / "unsup", tmp_path / "sup", tmp_path / "cut"
+    probe.main(["run", "--kind", "unsupervised", "--local-state", "persist", "--out", str(unsup), *common])
+    probe.main(["run", "--kind", "supervised", "--local-state", "persist", "--out", str(sup), *common])
+    about = probe.main(["run", "--kind", "unsupervised", "--local-state", "persist", "--out", str(cut),
+                        "--stop-after", "3", *common])
+    assert about["iterations_per_epoch"] == 2 and not (cut / "epoch_002.npz").exists()
+    probe.main(["run", "--kind", "unsupervised", "--local-state", "persist", "--out", str(cut), *common])
+    for e in (1, 2):
+        a, b = (np.load(f / f"epoch_{e:03d}.npz") for f in (unsup, cut))
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
+    assert set(probe.load_epochs(sup)) == {1, 2} and probe.load_epochs(sup)[2]["beta"] is not None
+    got = probe.main(["read", "--runs", str(unsup), str(sup), "--out", str(tmp_path / "read"), *common])
+    assert got["n_train"] == 20 and got["n_test"] == 20
+    for run in got["runs"].values():
+        assert set(run["epochs"]) == {"1", "2"} and len(run["trace_epoch_means"]) == 2
+        for r in run["epochs"].values():
+            assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
+            assert all(m > 0 for m in r["moved"])
+    assert {p.name for p in (tmp_path / "read").iterdir()} == {
+        "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1.png", "top_E2.png"}
+
+
 SMOKE_RUNS = {
+    "length/algorithm1.py": test_algorithm1,
     "length/chain_length.py": test_chain_length,
     "estimators/compare_routes.py": test_compare_routes,
     "estimators/alg2_objective.py": test_alg2_objective,

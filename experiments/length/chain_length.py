@@ -86,6 +86,31 @@ def settings(results: Path, config):
     return cfg, ds, cfg["datasets"][ds]
 
 
+def inputs(results: Path, config) -> SimpleNamespace:
+    """What both commands read: the config (``cfg``), dataset name (``ds``) and block,
+    ``seed``, ``layers``, ``hyper``, the pretrained layers (``pre``) and the prepared data
+    (``data``)."""
+    cfg, ds, block = settings(results, config)
+    layers = block["model"]["layers"]
+    return SimpleNamespace(cfg=cfg, ds=ds, block=block, seed=int(cfg["seed"]), layers=layers,
+                           hyper=cfg["hyper"], pre=pretrained(results, len(layers)),
+                           data=load_prepared(results / "data" / "prepared.npz"))
+
+
+def subcommands(description: str):
+    """(parser, {'run': ..., 'read': ...}): the two commands with the arguments both take."""
+    p = argparse.ArgumentParser(description=description)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("run", "read"):
+        s = sub.add_parser(name)
+        s.add_argument("--results", required=True, help="results/<dataset> holding pretrain/ and data/")
+        s.add_argument("--config", default=None, help="the config the pretraining ran with (default: "
+                       "config/config.yaml of the repository holding RESULTS)")
+        s.add_argument("--out", required=True, help="the chain's folder (run) or the output folder (read)")
+        s.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    return p, sub.choices
+
+
 def pretrained(results: Path, n_layers: int) -> list:
     paths = [results / "pretrain" / f"layer{l + 1}.npz" for l in range(n_layers)]
     missing = [str(p) for p in paths if not p.exists()]
@@ -373,16 +398,8 @@ def plot_lengths(out: dict, png: Path) -> None:
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    for name in ("run", "read"):
-        s = sub.add_parser(name)
-        s.add_argument("--results", required=True, help="results/<dataset> holding pretrain/ and data/")
-        s.add_argument("--config", default=None, help="the config the pretraining ran with (default: "
-                       "config/config.yaml of the repository holding RESULTS)")
-        s.add_argument("--out", required=True, help="the chain's folder (run) or the output folder (read)")
-        s.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
-    r = sub.choices["run"]
+    p, sub = subcommands(__doc__.split("\n")[0])
+    r = sub["run"]
     r.add_argument("--kind", choices=KINDS, required=True)
     r.add_argument("--n-images", type=int, default=500)
     r.add_argument("--sweeps", type=int, default=300)
@@ -390,7 +407,7 @@ def parse(argv=None):
     r.add_argument("--chain", type=int, default=0, help="the chain's number: its seed")
     r.add_argument("--every", type=int, default=10, help="sweeps between checkpoints (and snapshot blocks)")
     r.add_argument("--stop-after", type=int, default=None, help="stop after this many sweeps (tests)")
-    q = sub.choices["read"]
+    q = sub["read"]
     q.add_argument("--refine", default=None, help="a refinement chain's folder (run --out)")
     q.add_argument("--supervised", default=None, help="a supervised chain's folder (run --out)")
     q.add_argument("--lengths", type=int, nargs="+", default=[15, 50, 150, 300])

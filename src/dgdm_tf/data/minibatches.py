@@ -82,20 +82,32 @@ class ArrayData:
         self.data_id = {"n": len(x), "shape": list(x.shape), "sum": float(np.sum(x, dtype=np.float64)),
                         "labels": None if y is None else
                         hashlib.sha256(np.asarray(y, np.int64).tobytes()).hexdigest()}
+        self.batch_indices = batch_indices(len(x), self.batch_size, seed)
         self.batches = array_batches(x, y, self.batch_size, seed)
 
 
+def batch_indices(n: int, batch_size: int, seed: int) -> Callable[[int], np.ndarray]:
+    """Iteration t's mini-batch, as sorted image indices: a block of epoch t // per_epoch's
+    seeded ``tf.data`` shuffle of range(n) (reshuffled every epoch)."""
+    b = min(int(batch_size), int(n))
+    per_epoch = -(-int(n) // b)
+    order = epoch_orders(int(n), b, seed)
+
+    def indices(t: int) -> np.ndarray:
+        return np.sort(order(t // per_epoch)[(t % per_epoch) * b:(t % per_epoch) * b + b])
+
+    return indices
+
+
 def array_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int, seed: int):
-    """``batches(start)`` over in-memory images: iteration t's mini-batch is a block of a
-    seeded ``tf.data`` shuffle of the images (reshuffled every epoch)."""
-    n, b = len(x), min(int(batch_size), len(x))
-    per_epoch = -(-n // b)
-    order = epoch_orders(n, b, seed)
+    """``batches(start)`` over in-memory images: iteration t's mini-batch is the images
+    :func:`batch_indices` gives."""
+    indices = batch_indices(len(x), batch_size, seed)
 
     def batches(start: int):
         t = int(start)
         while True:
-            idx = np.sort(order(t // per_epoch)[(t % per_epoch) * b:(t % per_epoch) * b + b])
+            idx = indices(t)
             yield t, x[idx], (None if y is None else y[idx])
             t += 1
 

@@ -20,16 +20,19 @@ from dgdm_tf.core.model import DeepModel
 
 
 def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s: float,
-           sweep_fn=None) -> list:
+           sweep_fn=None, resume=None) -> list:
     """``sweeps`` Gibbs sweeps of the batch's local variables with D fixed, from the
-    matched-filter start; a global gamma_s (which the sweep holds) is redrawn from the batch
-    after each, one per image and map is drawn inside the sweep; the last ``n_samples``
-    states are returned."""
+    matched-filter start (``resume``: a function of that start giving the state to start
+    from, :meth:`dgdm_tf.mcem.local_store.LocalStore.merge`); a global gamma_s (which the
+    sweep holds) is redrawn from the batch after each, one per image and map is drawn
+    inside the sweep; the last ``n_samples`` states are returned."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
     seeds = random.split(tf.cast(seed, tf.int64), ("start", "gamma_s"))
     xt = tf.convert_to_tensor(x, tf.float32)
     st = init_state(xt, model, d, tf.cast(seeds.start, tf.int32), gamma_s_init=gamma_s)
+    if resume is not None:
+        st = resume(st)
     sweep_fn = sweep_fn or make_sweep_fn(model, update_globals=False)
     out = []
     for i in range(sweeps):
@@ -42,16 +45,19 @@ def e_step(x, d, model: DeepModel, seed, *, sweeps: int, n_samples: int, gamma_s
 
 
 def e_step_supervised(x, y, d, svm_g, model: DeepModel, seed, *, sweeps: int, n_samples: int,
-                      gamma_s: float, svm_hyper, sweep_fn=None) -> tuple[list, list]:
+                      gamma_s: float, svm_hyper, sweep_fn=None, resume=None) -> tuple[list, list]:
     """:func:`e_step` of the supervised model: the top units see the SVM's terms
     (:func:`dgdm_tf.supervised.joint_svm.unit_terms`) and each image's lambda (C, B) is drawn after
     every sweep given beta (:mod:`dgdm_tf.mcem.svm_step`). ``model`` must be built with
-    ``supervised=True``; y (C, B) targets in {-1, +1}. Returns (states, lambdas)."""
+    ``supervised=True``; y (C, B) targets in {-1, +1}; ``resume`` as :func:`e_step`'s.
+    Returns (states, lambdas)."""
     if not 1 <= n_samples <= sweeps:
         raise ValueError(f"need 1 <= n_samples <= sweeps, got {n_samples}, {sweeps}")
     seeds = random.split(tf.cast(seed, tf.int64), ("start", "gamma_s", "lam"))
     xt, yt = tf.convert_to_tensor(x, tf.float32), tf.cast(y, tf.float64)
     st = init_state(xt, model, d, tf.cast(seeds.start, tf.int32), gamma_s_init=gamma_s)
+    if resume is not None:
+        st = resume(st)
     sweep_fn = sweep_fn or make_supervised_sweep_fn(model, svm_hyper)
     lam = smcem_svm.resample_lambda(svm_g, st.s_top, yt, svm_hyper, seeds.lam)
     states, lams = [], []

@@ -130,6 +130,18 @@ class McemStart:
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
 
+    @property
+    def model_layers(self) -> list[dict]:
+        """``layers`` with each ``n_dict`` taken from its starting dictionary's atoms (K,
+        the last axis), where one is given: pretraining prunes unused atoms, so a
+        pretrained layer may hold fewer than its config's ``n_dict``."""
+        if self.dictionaries is None:
+            return [dict(lay) for lay in self.layers]
+        if len(self.dictionaries) != len(self.layers):
+            raise ValueError(f"{len(self.dictionaries)} starting dictionaries for "
+                             f"{len(self.layers)} layers: give one a layer, bottom first")
+        return [dict(lay, n_dict=int(np.shape(d)[-1])) for lay, d in zip(self.layers, self.dictionaries)]
+
 
 @options("dataset.mcem", other={
     "keep_checkpoints": "the rule script removes the folder",
@@ -151,10 +163,13 @@ class McemOptions:
     beta_step_power: float = 0.7
     checkpoint_every: int = 50
     jit_compile: bool = False
+    local_state: str = "restart"
     scan: str = "fixed"
     svm: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        if self.local_state not in ("restart", "persist"):
+            raise ValueError(f"mcem.local_state must be 'restart' or 'persist', got {self.local_state!r}")
         if not 0.5 < float(self.beta_step_power) <= 1.0:
             raise ValueError(f"beta's Robbins-Monro exponent must be in (0.5, 1], got {self.beta_step_power}")
 

@@ -43,8 +43,9 @@ from dgdm_tf.supervised import joint_svm as deep_svm
 
 from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
+from dgdm_tf.mcem.local_store import LocalStore
 from dgdm_tf.mcem.options import McemOptions, McemStart
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
+from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
@@ -284,6 +285,10 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
     standardisation is fixed from that batch's samples); beta then gets its closed-form
     M-step (:mod:`dgdm_tf.mcem.svm_step`) every iteration, its step (1 + t)^-``beta_step_power``.
 
+    ``local_state`` persist (in-memory ``data`` with ``batch_indices(t)``, one device):
+    each image's E-step starts from its last visit's state (:mod:`dgdm_tf.mcem.local_store`),
+    which the checkpoint keeps; restart: from the matched filter at every visit.
+
     ``devices`` (e.g. every visible GPU): data parallel with
     ``tf.distribute.MirroredStrategy``: each device runs the E-step and the gradient of
     its equal share of the batch, the gradients are summed across devices (the prior's
@@ -298,7 +303,7 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
     layer], 'beta', 'mean', 'std' (None unsupervised), 'trace': [...], 'seconds'}; None
     when ``checkpoint.stop_after`` ended it early.
     """
-    o, layers, hyper, dictionaries = options, start.layers, start.hyper, start.dictionaries
+    o, layers, hyper, dictionaries = options, start.model_layers, start.hyper, start.dictionaries
     say = progress or (lambda _m: None)
     image_shape, n_total, batch_size = tuple(data.image_shape), int(data.n_total), int(data.batch_size)
     n_classes = data.n_classes
@@ -309,6 +314,13 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
     svm_hyper, step_power = o.svm_hyper, float(o.beta_step_power)
     svm = ({"hyper": dict(o.svm), "start": int(o.supervise_from), "step_power": step_power}
            if supervised else None)
+    persist = o.local_state == "persist"
+    if persist and devices:
+        raise ValueError("mcem.local_state: persist runs on one device; set distribute: false "
+                         "or local_state: restart")
+    if persist and not hasattr(data, "batch_indices"):
+        raise ValueError("mcem.local_state: persist keeps each image's locals between epochs and "
+                         "needs in-memory images (ArrayData); a streamed data set takes restart")
     model = DeepModel(image_shape, layers, hyper, scan=scan)
     model_sup = DeepModel(image_shape, layers, hyper, supervised=True, scan=scan) if supervised else None
     fp = json.dumps({"data": data.data_id, "layers": list(layers), "seed": seed, "batch": batch_size,
@@ -317,8 +329,10 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
                      "svm": svm, "n_classes": n_classes,
                      "start": None if dictionaries is None else
                      float(sum(np.sum(np.abs(v)) for v in dictionaries)),
-                     # absent for the old sampler's order: its checkpoints still resume
-                     **({"scan": scan} if scan != "fixed" else {})}, sort_keys=True,
+                     # absent for the old sampler's order and for restart: their
+                     # checkpoints still resume
+                     **({"scan": scan} if scan != "fixed" else {}),
+                     **({"local_state": "persist"} if persist else {})}, sort_keys=True,
                     default=str)
     kernel = McemKernel(
         data.batches, model, model_sup, iterations=iterations, n_total=n_total, seed=seed,
@@ -326,6 +340,7 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
         gamma_s=gamma_s, dictionaries=dictionaries, prior_scale=prior_scale,
         n_classes=n_classes, svm_hyper=svm_hyper, svm_start=int(o.supervise_from) if supervised else 0,
         step_power=step_power, jit_compile=bool(o.jit_compile), devices=devices,
+        indices=data.batch_indices if persist else None,
         trace_path=None if checkpoint is None else checkpoint.trace_path, say=say)
     ck = Checkpoint(None if checkpoint is None else Path(checkpoint.dir) / "mcem_checkpoint.npz", fp,
                     every=int(o.checkpoint_every), step_key="step",
@@ -347,12 +362,14 @@ class McemKernel(Kernel):
     """One iteration of Algorithm 1 for :func:`dgdm_tf.mcmc.driver.run_chain` (the
     arguments of :func:`train`). State: (:class:`McemState`, the SVM's globals or None
     before supervision starts); step t takes iteration t's mini-batch from the stream
-    ``batches(done)`` that :meth:`begin` opens."""
+    ``batches(done)`` that :meth:`begin` opens. With ``indices`` (iteration t's image
+    indices) each image's locals persist between visits in ``self.store``
+    (:class:`dgdm_tf.mcem.local_store.LocalStore`, saved with the checkpoint)."""
 
     def __init__(self, batches: Callable, model: DeepModel, model_sup: DeepModel | None, *,
                  iterations, n_total, seed, batch_size, sweeps, n_samples, lr, decay, gamma_s,
                  dictionaries, prior_scale, n_classes, svm_hyper, svm_start, step_power,
-                 jit_compile, devices, trace_path, say):
+                 jit_compile, devices, trace_path, say, indices=None):
         self.batches, self.model, self.model_sup = batches, model, model_sup
         self.iterations, self.n_total, self.seed, self.batch_size = iterations, n_total, seed, batch_size
         self.sweeps, self.n_samples, self.lr, self.decay = sweeps, n_samples, lr, decay
@@ -360,8 +377,10 @@ class McemKernel(Kernel):
         self.n_classes, self.svm_hyper, self.svm_start = n_classes, svm_hyper, svm_start
         self.step_power, self.jit_compile, self.devices = step_power, jit_compile, devices
         self.trace_path, self.say = trace_path, say
+        self.indices, self.store = indices, None
 
     def start(self):
+        self.store = LocalStore(self.n_total) if self.indices is not None else None
         d = (tuple(tf.constant(np.asarray(v, np.float32)) for v in self.dictionaries)
              if self.dictionaries is not None
              else init_from_prior(self.model, self.seed, scale=self.prior_scale))
@@ -373,6 +392,11 @@ class McemKernel(Kernel):
                 for l, g in enumerate(self.model.geoms) for v in "dv"})
         state = McemState(d=tuple(tf.constant(z[f"d{l}"]) for l in layers),
                           v=tuple(tf.constant(z[f"v{l}"]) for l in layers), step=int(z["step"]))
+        if self.indices is not None:
+            try:
+                self.store = LocalStore.load(z, self.n_total)
+            except ValueError as e:
+                raise CheckpointMismatch(str(e)) from e
         g = None
         if "beta" in z:
             g = smcem_svm.SvmGlobals(beta=tf.constant(z["beta"]), mean=tf.constant(z["mean"]),
@@ -383,7 +407,8 @@ class McemKernel(Kernel):
         state, g = state
         extra = {} if g is None else {"beta": np.asarray(g.beta), "mean": np.asarray(g.mean),
                                       "std": np.asarray(g.std), "updates": np.array(g.updates)}
-        return {**extra, **{f"d{l}": np.asarray(dl) for l, dl in enumerate(state.d)},
+        local = {} if self.store is None else self.store.arrays()
+        return {**extra, **local, **{f"d{l}": np.asarray(dl) for l, dl in enumerate(state.d)},
                 **{f"v{l}": np.asarray(vl) for l, vl in enumerate(state.v)}}
 
     def begin(self, state, done):
@@ -420,6 +445,10 @@ class McemKernel(Kernel):
                                                  scale=self.svm_hyper.scale)
             g = smcem_svm.init(int(self.n_classes), mean, std)
         yt = deep_svm.targets(yb, int(self.n_classes)) if g is not None else None
+        resume = None
+        if self.store is not None:
+            idx = self.indices(t)
+            resume = lambda fresh: self.store.merge(fresh, idx, xb, model)  # noqa: E731
         if self.replicated is not None:
             grads, q, stats, lams, s_tops = self.replicated(state.d, xb, yt, g, seed_t)
         else:
@@ -427,10 +456,12 @@ class McemKernel(Kernel):
                 samples, lams = e_step_supervised(xb, yt, state.d, g, self.model_sup, seed_t,
                                                   sweeps=sweeps, n_samples=n_samples,
                                                   gamma_s=gamma_s, svm_hyper=self.svm_hyper,
-                                                  sweep_fn=self.sup_fn)
+                                                  sweep_fn=self.sup_fn, resume=resume)
             else:
                 samples = e_step(xb, state.d, model, seed_t, sweeps=sweeps, n_samples=n_samples,
-                                 gamma_s=gamma_s, sweep_fn=self.sweep_fn)
+                                 gamma_s=gamma_s, sweep_fn=self.sweep_fn, resume=resume)
+            if self.store is not None:
+                self.store.keep(samples[-1], idx)  # the image's next visit starts here
             grads, q = self.grad_fn(state.d, samples, tf.constant(xb))
             s_tops = [smp.s_top for smp in samples]
             stats = _last_sample_stats(samples[-1], xb)
