@@ -16,6 +16,14 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Two pytest-xdist workers on two cores: TensorFlow's default thread pools (one thread a
+# core each) in both workers oversubscribe the cores, and its spinning threads then take
+# turns with the other worker's work. One thread a worker ran two concurrent Geweke tests
+# in 73 s against 97 s (docs/benchmarks/test_suite.md, 2026-12-02). xdist sets the count
+# before it loads this file; the workflow runs of the tests take tests/_workflow.CORES.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _var in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 SRC = Path(__file__).resolve().parents[1] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
@@ -78,12 +86,12 @@ def tiny_run(tmp_path_factory):
     repository, once per worker; every test that takes it is in group ``tiny_run``, so
     once in all. Returns (repo, config path). Tests that change files of the run work
     on a copy (``tiny_copy``)."""
-    from _workflow import copy_repo, snakemake, tiny_config
+    from _workflow import CORES, copy_repo, snakemake, tiny_config
 
     repo = copy_repo(tmp_path_factory.mktemp("tiny_repo"))
     cfg = tiny_config(tmp_path_factory.mktemp("tiny_data"))
     t0 = time.time()
-    r = snakemake(repo, "--cores", "2", "results/tables.md", "--configfile", str(cfg), timeout=1800)
+    r = snakemake(repo, "--cores", CORES, "results/tables.md", "--configfile", str(cfg), timeout=1800)
     logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
                      for p in sorted((repo / "results" / "logs").rglob("*.log")))
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:] + logs

@@ -218,8 +218,14 @@ def test_compare_routes(results, tmp_path):
     got = load_probe(EXPERIMENTS / "estimators" / "compare_routes.py").main(
         ["--results", str(results), "--smoke", "--kinds", "global", "--out", str(out)])
     assert out.is_file()
+    # the option's kind: the default's (image_map) is what the workflow runs
     assert [(w["gamma_s"], w["route"]) for w in got["rows"]] == [("global", r) for r in ("first", "mean", "alg2")]
-    assert all(0 <= w["test_error_pct"] <= 100 for w in got["rows"])
+    for w in got["rows"]:
+        assert 0 <= w["test_error_pct"] <= 100 and w["se_pct"] >= 0
+        if w["route"] == "mean":
+            assert w["rhat_test_median"] >= 0.9 and w["ess_bulk_test_median"] > 0
+        if w["route"] == "alg2":
+            assert 1 <= w["iterations_test_mean"] <= 3
 
 
 @pytest.mark.slow
@@ -384,7 +390,8 @@ def test_algorithm1(results, tmp_path):
             assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
             assert all(m > 0 for m in r["moved"])
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
-        "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1.png", "top_E2.png"}
+        "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1_persist.png", "top_E2_persist.png"}
+    assert set(got["pairs"]) == {"1", "2"} and all(len(v) == 1 for v in got["pairs"].values())
 
 
 SMOKE_RUNS = {

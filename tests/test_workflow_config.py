@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from _workflow import (copy_repo, dry_run_error, load_config, planned_jobs, smoke_config,
+from _workflow import (CORES, copy_repo, dry_run_error, load_config, planned_jobs, smoke_config,
                        snakemake, write_config)
 
 CONFIGS = ["config.yaml", "paper.yaml", "smoke.yaml"]
@@ -157,14 +157,14 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
     target = "results/mnist_smoke/pretrain/layer1.npz"
     ckpt = repo / "results/mnist_smoke/pretrain/layer1_ckpt" / ckpt_name
 
-    r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg))
+    r = snakemake(repo, "--cores", CORES, target, "--configfile", str(cfg))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with np.load(repo / target) as z:
         want = {k: z[k] for k in ("D", "kept", "usage", "x_next", "gamma_e")}
     (repo / target).unlink()
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", target,
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", CORES, target,
                              "--configfile", str(cfg)], cwd=repo, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -189,7 +189,7 @@ def test_killed_pretraining_resumes_to_the_same_dictionaries(tmp_path):
     # a SIGKILLed snakemake leaves its lock behind (README: "snakemake --unlock")
     r = snakemake(repo, "--unlock", "--configfile", str(cfg))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    r = snakemake(repo, "--cores", "2", target, "--configfile", str(cfg), "--rerun-incomplete",
+    r = snakemake(repo, "--cores", CORES, target, "--configfile", str(cfg), "--rerun-incomplete",
                   timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = (repo / "results/logs/pretrain_layer/mnist_smoke/layer1.log").read_text()

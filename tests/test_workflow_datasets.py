@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from _caltech_files import caltech_members, write_tar
-from _workflow import copy_repo, load_config, snakemake, write_config
+from _workflow import CORES, copy_repo, load_config, snakemake, write_config
 
 CIFAR_LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 4, "n_dict": 4, "pool": 1}]
 
@@ -131,7 +131,7 @@ def datasets_config(tmp: Path) -> Path:
 def test_mock_small_datasets_end_to_end(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     cfg = datasets_config(tmp_path)
-    r = snakemake(repo, "--cores", "2", "results/tables.md", "results/c100/data/summary.json",
+    r = snakemake(repo, "--cores", CORES, "results/tables.md", "results/c100/data/summary.json",
                   "results/c101/data/summary.json", "--configfile", str(cfg), timeout=900)
     logs = "\n".join(f"== {p}\n{p.read_text()[-2000:]}"
                      for p in sorted((repo / "results" / "logs").rglob("*.log")))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _workflow import REPO, copy_repo
+from _workflow import CORES, REPO, copy_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiny_run")]  # compares with tiny_run
 
@@ -67,7 +67,7 @@ def _start(repo: Path, cfg: Path, log) -> subprocess.Popen:
     subprocess.run([sys.executable, "-m", "snakemake", "--unlock", "results/tables.md", "--configfile",
                     str(cfg)], cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, check=True,
                    timeout=300)
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--rerun-incomplete",
+    return subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", CORES, "--rerun-incomplete",
                              "results/tables.md", "--configfile", str(cfg)],
                             cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)

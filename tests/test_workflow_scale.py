@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from _workflow import copy_repo, load_config, snakemake, write_config
+from _workflow import CORES, copy_repo, load_config, snakemake, write_config
 
 TINY_LAYERS = [{"dict_size": 3, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 4, "pool": 1}]
 
@@ -63,7 +63,7 @@ def _run_until_checkpoint(repo: Path, cfg: Path, target: str, ck: Path) -> int:
     """Start snakemake, SIGKILL its whole process group once ``ck`` exists; the
     checkpoint's iteration."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    p = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", target,
+    p = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", CORES, target,
                           "--configfile", str(cfg)], cwd=repo, env=env, start_new_session=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.time()
@@ -87,7 +87,7 @@ def test_mock_imagenet_and_transfer_end_to_end(tmp_path):
     done = _run_until_checkpoint(repo, cfg, "results/tables.md", ck)
     assert 2 <= done < 6
     assert snakemake(repo, "--unlock", "results/tables.md", "--configfile", str(cfg)).returncode == 0
-    r = snakemake(repo, "--cores", "2", "results/tables.md", "--configfile", str(cfg),
+    r = snakemake(repo, "--cores", CORES, "results/tables.md", "--configfile", str(cfg),
                   "--rerun-incomplete", timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     res = repo / "results"

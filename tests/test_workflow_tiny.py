@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from _workflow import REPO, planned_jobs, snakemake, write_config
+from _workflow import CORES, REPO, planned_jobs, snakemake, write_config
 
 pytestmark = pytest.mark.xdist_group("tiny_run")  # conftest.TINY_RUN: one worker builds it
 
@@ -293,7 +293,7 @@ def test_shards_two_workers_and_a_forced_svm_give_the_first_runs_bits(tiny_copy,
               "metrics": json.loads((repo / metrics).read_text())}
     edited = _config(cfg, tmp_path / "shards2_workers2.yaml", lambda b: b["refine"].update(workers=2),
                      shards=2)
-    r = snakemake(repo, "--cores", "2", feats, model, metrics, "--forcerun", "svm",
+    r = snakemake(repo, "--cores", CORES, feats, model, metrics, "--forcerun", "svm",
                   "--configfile", str(edited), timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]

@@ -24,12 +24,15 @@ Both read the test-time features from the pretrained layers' gamma_e and gamma_s
 no global precisions). Each row beside the pretrained row on the same test images, with
 McNemar's exact p (`dgdm_tf.report.scores.paired_errors`). Writes OUT/algorithm1.json,
 OUT/error_vs_epochs.png, OUT/traces.png (Qbar, the relative residual and the batch's training
-error per iteration, epoch means) and OUT/top_E<E>.png (Fig. 2: the top-layer elements in the
-data plane, unsupervised beside supervised, at each epoch both kinds were read).
+error per iteration, epoch means) and OUT/top_E<E>_<local state>.png (Fig. 2: the top-layer
+elements in the data plane, unsupervised beside supervised, at each epoch both kinds were
+read with that local state). Every two runs read at the same epoch are also paired
+against each other (`pairs` in the json).
 
     nohup nice -n 19 python experiments/length/algorithm1.py run --kind unsupervised \\
         --local-state persist --results /work/longruns/clone/results/mnist --n-images 10000 \\
         --epochs 1 2 5 10 --lr 0.001 --out /work/longruns/alg1/unsup_persist > unsup_persist.log 2>&1 &
+    # --smoke after either command: tiny sizes, to check the script runs (its test)
     python experiments/length/algorithm1.py read --results /work/longruns/clone/results/mnist \\
         --runs /work/longruns/alg1/unsup_persist /work/longruns/alg1/unsup_restart \\
         --n-train 2000 --n-test 2000 --out /tmp/alg1
@@ -196,7 +199,8 @@ def read(a) -> dict:
     say(f"pretrained + SVM: {out['pretrained_svm']['error_pct']:.2f} % ({time.perf_counter() - t:.0f} s)")
     predict = PredictOptions.from_supervised(block["supervised"])
     pre_d = [z.D for z in pre]
-    last_models: dict[str, dict] = {}
+    models: dict[str, dict] = {}  # local_state -> kind -> epoch -> model
+    preds: dict[str, dict] = {}  # run label -> epoch -> test predictions
     for folder in a.runs:
         about = json.loads((Path(folder) / "run.json").read_text())
         label = run_label(about)
@@ -229,16 +233,28 @@ def read(a) -> dict:
             say(f"{label}, Algorithm 1, {e} epochs: {r['error_pct']:.2f} % (pretrained "
                 f"{out['pretrained_svm']['error_pct']:.2f} %, McNemar p "
                 f"{r['vs_pretrained']['mcnemar_exact_p']:.3g}; D moved {[round(v, 3) for v in moved]})")
-            last_models.setdefault(about["kind"], {})[e] = m
+            models.setdefault(about["options"]["local_state"], {}).setdefault(about["kind"], {})[e] = m
+            preds.setdefault(label, {})[e] = pred
         out["runs"][str(folder)] = {"label": label, **entry}
-    both = set(last_models.get("unsupervised", {})) & set(last_models.get("supervised", {}))
-    for e in sorted(both):
-        ms = {k: last_models[k][e] for k in KINDS}
-        model = DeepModel(x["test"].shape[1:], layers, hyper).with_ks([v.shape[-1] for v in ms["supervised"]["D"]])
-        proj = {k: project_top_to_data(model, m["D"]) for k, m in ms.items()}
-        model_plots.plot_image_pair(proj["unsupervised"], proj["supervised"], KINDS,
-                                    out_dir / f"top_E{e}.png",
-                                    f"{ds}: top-layer elements in the data plane after {e} epochs of Algorithm 1")
+    # every two runs read at the same epoch, paired on the same test images (b against a)
+    from dgdm_tf.report.scores import paired_errors
+
+    out["pairs"] = {}
+    labels = list(preds)
+    for i, la in enumerate(labels):
+        for lb in labels[i + 1:]:
+            for e in sorted(set(preds[la]) & set(preds[lb])):
+                out["pairs"].setdefault(str(e), {})[f"{lb} against {la}"] = paired_errors(
+                    preds[la][e], preds[lb][e], y["test"])
+    for local_state, by_kind in models.items():
+        for e in sorted(set(by_kind.get("unsupervised", {})) & set(by_kind.get("supervised", {}))):
+            ms = {k: by_kind[k][e] for k in KINDS}
+            model = DeepModel(x["test"].shape[1:], layers, hyper).with_ks(
+                [v.shape[-1] for v in ms["supervised"]["D"]])
+            proj = {k: project_top_to_data(model, m["D"]) for k, m in ms.items()}
+            model_plots.plot_image_pair(
+                proj["unsupervised"], proj["supervised"], KINDS, out_dir / f"top_E{e}_{local_state}.png",
+                f"{ds}: top-layer elements in the data plane after {e} epochs of Algorithm 1 ({local_state})")
     out["wall_seconds"] = time.perf_counter() - T0
     atomic.write_json(out_dir / "algorithm1.json", out)
     plot_epochs(out, out_dir / "error_vs_epochs.png")
