@@ -382,7 +382,8 @@ def test_algorithm1(results, tmp_path):
         a, b = (np.load(f / f"epoch_{e:03d}.npz") for f in (unsup, cut))
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
     assert set(probe.load_epochs(sup)) == {1, 2} and probe.load_epochs(sup)[2]["beta"] is not None
-    got = probe.main(["read", "--runs", str(unsup), str(sup), "--out", str(tmp_path / "read"), *common])
+    got = probe.main(["read", "--runs", str(unsup), str(sup), "--refit-supervised",
+                      "--out", str(tmp_path / "read"), *common])
     assert got["n_train"] == 20 and got["n_test"] == 20
     for run in got["runs"].values():
         assert set(run["epochs"]) == {"1", "2"} and len(run["trace_epoch_means"]) == 2
@@ -390,8 +391,19 @@ def test_algorithm1(results, tmp_path):
             assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
             assert all(m > 0 for m in r["moved"])
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
-        "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1_persist.png", "top_E2_persist.png"}
-    assert set(got["pairs"]) == {"1", "2"} and all(len(v) == 1 for v in got["pairs"].values())
+        "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1_persist.png", "top_E2_persist.png",
+        "readings"}
+    # a second read loads its readings (the same numbers) instead of computing them
+    kept = sorted(p.name for p in (tmp_path / "read" / "readings").iterdir())
+    assert len(kept) == 1 + 2 + 2 * 2  # the pretrained row, 2 epochs unsupervised, 2 x 2 supervised
+    again = probe.main(["read", "--runs", str(unsup), str(sup), "--refit-supervised",
+                        "--out", str(tmp_path / "read"), *common])
+    assert again["pairs"] == got["pairs"]
+    assert [r["error_pct"] for run in again["runs"].values() for r in run["epochs"].values()] == [
+        r["error_pct"] for run in got["runs"].values() for r in run["epochs"].values()]
+    # three readings a epoch: unsupervised, supervised, supervised's D with a refitted SVM
+    assert set(got["pairs"]) == {"1", "2"} and all(len(v) == 3 for v in got["pairs"].values())
+    assert all("refit" in r for r in got["runs"][str(sup)]["epochs"].values())
 
 
 SMOKE_RUNS = {

@@ -163,6 +163,23 @@ def read_trace(folder: Path) -> list[dict]:
     return [dict(zip(cols, map(float, ln.split("\t")))) for ln in lines[1:]]
 
 
+def cached(folder: Path, name: str, arrays: list, compute):
+    """``compute()`` -> (predictions, cost), kept in FOLDER/readings/: a reading of the
+    same name and model (``arrays``: its dictionaries, beta) is loaded, not recomputed, so
+    a read rerun after more epochs reads only the new ones."""
+    import hashlib
+
+    h = hashlib.sha256(b"".join(np.ascontiguousarray(v).tobytes() for v in arrays if v is not None))
+    path = Path(folder) / "readings" / f"{name}_{h.hexdigest()[:16]}.npz"
+    if path.exists():
+        z = np.load(path)
+        return z["pred"], json.loads(str(z["cost"]))
+    pred, cost = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.save_npz(path, pred=np.asarray(pred), cost=np.array(json.dumps(cost)))
+    return pred, cost
+
+
 def run_label(about: dict) -> str:
     o = about["options"]
     return f"{about['kind']}, {o['local_state']}, lr {o['lr']:g}, {o['sweeps']} sweeps"
@@ -188,8 +205,9 @@ def read(a) -> dict:
     common = dict(block=block, hyper=hyper, layers=layers, n_classes=n_classes, ds=ds, seed=seed)
     gamma_s, gamma_e = pre[-1].gamma_w, pre[0].gamma_e_mean
     t = time.perf_counter()
-    base, cost = cl.topdown_row(x, y, [z.D for z in pre], gamma_s, gamma_e, salt="features",
-                                row="pretrained_svm", **common)
+    sizes = f"n{len(y['train'])}-{len(y['test'])}"
+    base, cost = cached(out_dir, f"pretrained_{sizes}", [z.D for z in pre], lambda: cl.topdown_row(
+        x, y, [z.D for z in pre], gamma_s, gamma_e, salt="features", row="pretrained_svm", **common))
     out = {"dataset": ds, "results": str(results), "n_train": len(y["train"]), "n_test": len(y["test"]),
            "test_indices": [int(i) for i in subsets["test"][2]],
            "estimator": "MCEM's last D (and beta) after E epochs; test-time gamma_e and gamma_s "
@@ -217,18 +235,32 @@ def read(a) -> dict:
         for e, m in sorted(load_epochs(folder).items()):
             t = time.perf_counter()
             moved = [float(np.linalg.norm(v - v0) / np.linalg.norm(v0)) for v, v0 in zip(m["D"], pre_d)]
+            name = f"{Path(folder).name}_E{e}_{sizes}"
             if about["kind"] == "unsupervised":
-                pred, cost = cl.topdown_row(x, y, m["D"], gamma_s, gamma_e, salt="topdown_features",
-                                            row="unsupervised_svm", **common)
+                pred, cost = cached(out_dir, name, m["D"], lambda: cl.topdown_row(
+                    x, y, m["D"], gamma_s, gamma_e, salt="topdown_features", row="unsupervised_svm", **common))
             else:
-                sup = SimpleNamespace(samples_D=[v[None] for v in m["D"]], samples_beta=m["beta"][None],
-                                      svm_mean=m["mean"], svm_std=m["std"], gamma_s=gamma_s,
-                                      gamma_e_mean=gamma_e)
-                res = classify_supervised(x["test"], sup, predict, layers, hyper=hyper,
-                                          seeds=[seed_for(seed, ds, "supervised_predict", 0)])
-                pred, cost = np.argmax(res.scores, 1), {"feature_seconds": float(res.seconds)}
+                def own_route():
+                    sup = SimpleNamespace(samples_D=[v[None] for v in m["D"]], samples_beta=m["beta"][None],
+                                          svm_mean=m["mean"], svm_std=m["std"], gamma_s=gamma_s,
+                                          gamma_e_mean=gamma_e)
+                    res = classify_supervised(x["test"], sup, predict, layers, hyper=hyper,
+                                              seeds=[seed_for(seed, ds, "supervised_predict", 0)])
+                    return np.argmax(res.scores, 1), {"feature_seconds": float(res.seconds)}
+
+                pred, cost = cached(out_dir, name, [*m["D"], m["beta"]], own_route)
             entry["epochs"][str(e)] = {**cl.scored(pred, y["test"], base), **cost, "moved": moved,
                                        "seconds": time.perf_counter() - t}
+            if about["kind"] == "supervised" and a.refit_supervised:
+                # the supervised dictionaries read as the unsupervised row is (Algorithm 2,
+                # the Bayesian SVM refitted on the n_train images): what the dictionaries
+                # learnt, apart from the joint SVM's test route
+                t = time.perf_counter()
+                refit, cost = cached(out_dir, name + "_refit", m["D"], lambda: cl.topdown_row(
+                    x, y, m["D"], gamma_s, gamma_e, salt="topdown_features", row="unsupervised_svm", **common))
+                entry["epochs"][str(e)]["refit"] = {**cl.scored(refit, y["test"], base), **cost,
+                                                    "seconds": time.perf_counter() - t}
+                preds.setdefault(label + ", refitted SVM", {})[e] = refit
             r = entry["epochs"][str(e)]
             say(f"{label}, Algorithm 1, {e} epochs: {r['error_pct']:.2f} % (pretrained "
                 f"{out['pretrained_svm']['error_pct']:.2f} %, McNemar p "
@@ -291,6 +323,11 @@ def plot_epochs(out: dict, png: Path) -> None:
         ax.errorbar(es, [run["epochs"][str(e)]["error_pct"] for e in es],
                     yerr=[run["epochs"][str(e)]["se_pct"] for e in es], marker="o", capsize=3,
                     label=run["label"] + ("" if run["settled"] else " (not settled)"))
+        refit = [e for e in es if "refit" in run["epochs"][str(e)]]
+        if refit:
+            ax.errorbar(refit, [run["epochs"][str(e)]["refit"]["error_pct"] for e in refit],
+                        yerr=[run["epochs"][str(e)]["refit"]["se_pct"] for e in refit], marker="s",
+                        linestyle="--", capsize=3, label=run["label"] + ", its D with a refitted SVM")
     ax.set_xlabel("epochs of Algorithm 1")
     ax.set_ylabel("test error (%)")
     ax.set_title(f"{out['dataset']}: {out['n_train']} train / {out['n_test']} test images", fontsize=9)
@@ -340,6 +377,9 @@ def parse(argv=None):
     q.add_argument("--runs", nargs="+", required=True, help="run folders (run --out)")
     q.add_argument("--n-train", type=int, default=2000)
     q.add_argument("--n-test", type=int, default=2000)
+    q.add_argument("--refit-supervised", action="store_true",
+                   help="also read each supervised model's dictionaries by the unsupervised row's "
+                        "route (Algorithm 2, the SVM refitted on the n_train images)")
     a = p.parse_args(argv)
     if a.smoke:
         if a.command == "run":
