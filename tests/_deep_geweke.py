@@ -66,6 +66,10 @@ def joint_stats(st: DeepState, x, rec, model: DeepModel):
                 np.exp(st.log_theta[l].numpy()[0, 0, -1])]
     for l in range(1, model.n_layers):
         out.append(np.sum(st.d[l].numpy()[..., 0] ** 2))
+    # pi against the indicators it draws: E[pi_nk x (share of unit k on)] = E[pi^2]. At
+    # K = 2 pi's prior is symmetric, so a pi drawn from the off counts for the on ones
+    # keeps every marginal above; only this cross term sees it (2026-12-02, stop 60)
+    out.append(np.mean(np.exp(st.log_pi.numpy()[..., 0]) * st.on.numpy().mean(axis=(1, 2))))
     return np.array(out, dtype=np.float64)
 
 

@@ -121,7 +121,7 @@ def test_geweke_supervised_finds_a_wrong_conditional(monkeypatch):
 
     monkeypatch.setattr(S, "resample_kappa", wrong)  # as resample_svm calls it
     z = _geweke_supervised(*SMALL)
-    assert z[18] > 5.0, z  # log kappa[0], after the 16 deep-model functions and 2 of beta
+    assert z[19] > 5.0, z  # log kappa[0], after the 17 deep-model functions and 2 of beta
 
 
 def test_lambda_draws_match_inverse_gaussian_moments():

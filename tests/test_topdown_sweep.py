@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from dgdm_tf.core.draws import log_dirichlet_sample
 from dgdm_tf.topdown import sweep as topdown_sweep
 from dgdm_tf.topdown import top_units, unpooling
 from dgdm_tf.topdown.dictionaries import _layer_s, resample_d
@@ -61,6 +62,29 @@ def test_geweke_finds_a_wrong_conditional(monkeypatch):
     chains, steps, seed = SMALL_TWO
     z, _ = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
     assert z[4] > 5.0, z  # mean log gamma_s
+
+
+def _pi_from_the_off_counts(state, x, model, seed):
+    """A wrong pi | -: Beta(1/K + #off, 1 - 1/K + #on), the counts swapped."""
+    on = tf.reduce_sum(state.on, axis=[1, 2])
+    total = float(model.top.hs * model.top.ws)
+    counts = tf.stack([total - on, on], axis=-1)
+    return state._replace(log_pi=log_dirichlet_sample(model.pi_prior + counts, seed))
+
+
+@pytest.mark.retrace
+def test_geweke_finds_pi_drawn_from_the_off_counts(monkeypatch):
+    """The small test sees a pi that swaps the on and off counts: at K = 2 pi's prior is
+    symmetric, so every marginal moment stays right, and only the cross term of pi with
+    the indicators (the last test function) moves, far outside |z| < 4 (too small: pi
+    and the units it draws go opposite ways). A session's deliberate break found this
+    blind spot before the cross term was added (docs/benchmarks/test_suite.md)."""
+    monkeypatch.setattr(topdown_sweep, "resample_pi", _pi_from_the_off_counts)  # as the sweep calls it
+    model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
+                                  {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
+    chains, steps, seed = SMALL_TWO
+    z, _ = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
+    assert z[-1] < -5.0, z  # mean of pi x the unit's share on
 
 
 @pytest.mark.slow
