@@ -265,6 +265,8 @@ def test_mcnemar_exact_p():
     assert mcnemar_exact_p(0, 0) == 1.0 and mcnemar_exact_p(3, 3) == 1.0
     assert mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # both one-sided tails of 1/32
     assert mcnemar_exact_p(17, 72) == pytest.approx(3.2e-9, rel=0.05)  # docs/findings/supervised_refit.md
+    # past 1023 discordant images 2.0 ** n overflowed a float; the ratio is exact
+    assert mcnemar_exact_p(600, 600) == 1.0 and mcnemar_exact_p(500, 700) == pytest.approx(8.4e-9, rel=0.05)
 
 
 def test_prior_draws(results, tmp_path):

@@ -6,6 +6,7 @@ binomial standard error of a test error; two classifiers compared on the same im
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -46,8 +47,9 @@ def mcnemar_exact_p(a: int, b: int) -> float:
     n = a + b
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(a, b) + 1)) / 2.0 ** n
-    return min(1.0, 2.0 * tail)
+    # an exact integer ratio: 2.0 ** n overflows a float past 1023 discordant images
+    tail = Fraction(sum(math.comb(n, k) for k in range(min(a, b) + 1)), 2 ** n)
+    return min(1.0, float(2 * tail))
 
 
 def paired_errors(pred_a, pred_b, labels) -> dict:
