@@ -394,7 +394,7 @@ def test_algorithm1(results, tmp_path):
             assert all(m > 0 for m in r["moved"])
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
         "algorithm1.json", "error_vs_epochs.png", "traces.png", "top_E1_persist.png", "top_E2_persist.png",
-        "readings"}
+        "readings", "algorithm1.md"}
     # a second read loads its readings (the same numbers) instead of computing them
     kept = sorted(p.name for p in (tmp_path / "read" / "readings").iterdir())
     assert len(kept) == 1 + 2 + 2 * 2  # the pretrained row, 2 epochs unsupervised, 2 x 2 supervised

@@ -289,6 +289,7 @@ def read(a) -> dict:
                 f"{ds}: top-layer elements in the data plane after {e} epochs of Algorithm 1 ({local_state})")
     out["wall_seconds"] = time.perf_counter() - T0
     atomic.write_json(out_dir / "algorithm1.json", out)
+    atomic.write_text(out_dir / "algorithm1.md", table(out))
     plot_epochs(out, out_dir / "error_vs_epochs.png")
     plot_traces(out, out_dir / "traces.png")
     say(f"wrote {out_dir / 'algorithm1.json'}")
@@ -303,6 +304,24 @@ def _epoch_means(trace: list[dict], per_epoch: int) -> list[dict]:
                                                      for k in ("q", "rel_residual", "train_error")
                                                      if k in part[0] and not all(np.isnan(r[k]) for r in part)}})
     return rows
+
+
+def table(out: dict) -> str:
+    """The rows as a markdown table: each run at each epoch against the pretrained row."""
+    b = out["pretrained_svm"]
+    lines = ["| row | epochs | D[1] / D[2] moved | test error % (se) | wrong only here / only pretrained | McNemar p |",
+             "|---|---|---|---|---|---|",
+             f"| pretrained + SVM | — | — | {b['error_pct']:.2f} ({b['se_pct']:.2f}) | — | — |"]
+    for run in out["runs"].values():
+        for e in sorted(int(k) for k in run["epochs"]):
+            r = run["epochs"][str(e)]
+            moved = " / ".join(f"{v:.3f}" for v in r["moved"])
+            for name, row in ((run["label"], r), (run["label"] + ", its D + refitted SVM", r.get("refit"))):
+                if row is not None:
+                    v = row["vs_pretrained"]
+                    lines.append(f"| {name} | {e} | {moved} | {row['error_pct']:.2f} ({row['se_pct']:.2f}) | "
+                                 f"{v['wrong_only_b']} / {v['wrong_only_a']} | {v['mcnemar_exact_p']:.3g} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_epochs(out: dict, png: Path) -> None:
