@@ -251,7 +251,8 @@ def read(a) -> dict:
                 pred, cost = cached(out_dir, name, [*m["D"], m["beta"]], own_route)
             entry["epochs"][str(e)] = {**cl.scored(pred, y["test"], base), **cost, "moved": moved,
                                        "seconds": time.perf_counter() - t}
-            if about["kind"] == "supervised" and a.refit_supervised:
+            if about["kind"] == "supervised" and a.refit_supervised is not None and (
+                    not a.refit_supervised or e in a.refit_supervised):
                 # the supervised dictionaries read as the unsupervised row is (Algorithm 2,
                 # the Bayesian SVM refitted on the n_train images): what the dictionaries
                 # learnt, apart from the joint SVM's test route
@@ -396,9 +397,10 @@ def parse(argv=None):
     q.add_argument("--runs", nargs="+", required=True, help="run folders (run --out)")
     q.add_argument("--n-train", type=int, default=2000)
     q.add_argument("--n-test", type=int, default=2000)
-    q.add_argument("--refit-supervised", action="store_true",
+    q.add_argument("--refit-supervised", type=int, nargs="*", default=None, metavar="EPOCH",
                    help="also read each supervised model's dictionaries by the unsupervised row's "
-                        "route (Algorithm 2, the SVM refitted on the n_train images)")
+                        "route (Algorithm 2, the SVM refitted on the n_train images), at these "
+                        "epochs (none given: every epoch)")
     a = p.parse_args(argv)
     if a.smoke:
         if a.command == "run":
