@@ -13,11 +13,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: the cores a test's workflow run takes: one under two or more pytest-xdist workers (the
-#: other worker has the other core; each job's TensorFlow then runs one thread, see
-#: tests/conftest.py), two in a test run alone. Runs a test compares bit for bit take the
-#: same count.
-CORES = "1" if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else "2"
+#: whether two or more pytest-xdist workers share the cores (xdist sets the count in each
+#: worker's environment before it loads tests/conftest.py, which then gives TensorFlow one
+#: thread a worker)
+SHARED_CORES = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
+#: the cores a test's workflow run takes: one when the workers share the cores (each
+#: job's TensorFlow then runs one thread), two in a test run alone. Runs a test compares
+#: bit for bit take the same count.
+CORES = "1" if SHARED_CORES else "2"
 
 # copy_repo copies named top-level entries, so the outputs (results/) and raw data (data/)
 # are never among them; src/dgdm_tf/data/ is code and must be copied

@@ -19,9 +19,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Two pytest-xdist workers on two cores: TensorFlow's default thread pools (one thread a
 # core each) in both workers oversubscribe the cores, and its spinning threads then take
 # turns with the other worker's work. One thread a worker ran two concurrent Geweke tests
-# in 73 s against 97 s (docs/benchmarks/test_suite.md, 2026-12-02). xdist sets the count
-# before it loads this file; the workflow runs of the tests take tests/_workflow.CORES.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+# in 73 s against 97 s (docs/benchmarks/test_suite.md, 2026-12-02); the workflow runs of
+# the tests take tests/_workflow.CORES.
+from _workflow import SHARED_CORES  # noqa: E402  (numpy and yaml only: before TensorFlow)
+
+if SHARED_CORES:
     for _var in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 SRC = Path(__file__).resolve().parents[1] / "src"

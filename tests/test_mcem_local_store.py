@@ -84,7 +84,7 @@ def test_a_killed_persistent_supervised_run_resumes_to_the_same_numbers(tmp_path
     assert M.run_mcem(x, start, o, seed=3, y=y, progress=None,
                       checkpoint=CheckpointDir(tmp_path, stop_after=5, trace=None)) is None
     z = np.load(tmp_path / "mcem_checkpoint.npz")
-    assert z["local_seen"].all() and "local_s_top" in z.files
+    assert z["local_seen"].all() and "local_s_top" in z.files and "local_resid" not in z.files
     resumed = M.run_mcem(x, start, o, seed=3, y=y, progress=None,
                          checkpoint=CheckpointDir(tmp_path, trace=None))
     for a, b in zip(full["D"] + [full["beta"]], resumed["D"] + [resumed["beta"]]):

@@ -206,9 +206,11 @@ def test_smoke_run_twice_gives_bitwise_the_same_results(smoke_run, tmp_path_fact
     experiments/determinism/compare_results.py). The three Gibbs rows' rules (features,
     refinement, the top-down features, the supervised chain and its prediction, the
     SVMs) are rerun in full by tests/test_workflow_kills.py on the tiny config, every file
-    compared with the uninterrupted run; this rerun adds the smoke config's model and the
-    one random rule the tiny config lacks. The deterministic rows, figures and tables are
-    not rerun: each job costs seconds of TensorFlow import and tracing."""
+    compared with the uninterrupted run; this rerun adds the smoke config's model and
+    inpainting, which the tiny config lacks. Generation and the learning curves, also
+    random and also absent from the tiny config, are rerun by neither test. The
+    deterministic rows, figures and tables are not rerun: each job costs seconds of
+    TensorFlow import and tracing."""
     import importlib.util
 
     repo, cfg = smoke_run

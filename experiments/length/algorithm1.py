@@ -76,7 +76,7 @@ def chain_length():
     return module
 
 
-def _mcem_options(block: dict, a, n_images: int):
+def _mcem_options(block: dict, a):
     from dgdm_tf.mcem.options import McemOptions
 
     o = McemOptions.from_config({k: v for k, v in block["mcem"].items()
@@ -99,7 +99,7 @@ def run(a) -> dict:
     i = cl.inputs(results, a.config)
     ds, block, seed, layers, hyper, pre, d = i.ds, i.block, i.seed, i.layers, i.hyper, i.pre, i.data
     x, labels, idx = shared_subset(d, "train", block["n_train"], a.n_images, seed, ds)
-    o = _mcem_options(block, a, len(x))
+    o = _mcem_options(block, a)
     per_epoch = -(-len(x) // min(o.batch_size, len(x)))
     epochs = sorted(set(int(e) for e in a.epochs))
     if epochs[0] < 1:

@@ -4,8 +4,9 @@
 Algorithm 1 of the supplement starts every E-step from scratch (here the matched-filter
 state of :func:`dgdm_tf.topdown.state.init_state`). With ``persist`` an image's E-step
 instead starts from the state its previous visit's last sample left (every per-image field
-of :data:`dgdm_tf.topdown.state.PER_IMAGE_FIELDS`: the unpooling Z, theta, S[L], the top
-indicators, pi, gamma_s and gamma_e), its residual recomputed under the current D. This
+of :data:`dgdm_tf.topdown.state.PER_IMAGE_FIELDS` but the residual: the unpooling Z,
+theta, S[L], the top indicators, pi, gamma_s and gamma_e), its residual recomputed under
+the current D. This
 is the persistent form of the E-step: the images' locals form one Markov chain across the
 epochs, as the Gibbs chain's locals do from sweep to sweep, while D moves by the M-step.
 An image not yet visited starts from the matched filter, so the first epoch is the
@@ -20,11 +21,15 @@ import tensorflow as tf
 from dgdm_tf.topdown.state import PER_IMAGE_FIELDS, DeepState, residual
 from dgdm_tf.core.model import DeepModel
 
+#: what a visit leaves for the next: every per-image field but the residual, which depends
+#: on D and is recomputed at the next visit
+KEPT_FIELDS = tuple(f for f in PER_IMAGE_FIELDS if f != "resid")
+
 
 def _leaves(state: DeepState) -> dict[str, np.ndarray]:
-    """The per-image fields as named arrays (a tuple field as ``<name>_<i>``)."""
+    """The kept fields as named arrays (a tuple field as ``<name>_<i>``)."""
     out = {}
-    for f in PER_IMAGE_FIELDS:
+    for f in KEPT_FIELDS:
         v = getattr(state, f)
         if isinstance(v, tuple):
             out.update({f"{f}_{i}": np.asarray(t) for i, t in enumerate(v)})
@@ -53,7 +58,7 @@ class LocalStore:
         if not old.any():
             return fresh
         out = {}
-        for f in PER_IMAGE_FIELDS:
+        for f in KEPT_FIELDS:
             v = getattr(fresh, f)
             if isinstance(v, tuple):
                 out[f] = tuple(self._pick(t, f"{f}_{i}", idx, old) for i, t in enumerate(v))
