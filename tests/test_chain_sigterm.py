@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dgdm_tf.mcmc.driver import EXIT_TERMINATED, CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
+from dgdm_tf.mcmc.driver import EXIT_TERMINATED
 from dgdm_tf.topdown import refine
 from _topdown_model import LAYERS, draw as _draw
 

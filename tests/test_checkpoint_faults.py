@@ -15,7 +15,7 @@ import pytest
 from dgdm_tf.data.minibatches import ArrayData
 from dgdm_tf.mcem import averaging as A, stochastic as M
 from dgdm_tf.mcem.options import AveragingOptions, McemOptions, McemStart
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.pretrain import chain
 from dgdm_tf.pretrain.options import Layer, PretrainOptions
 from dgdm_tf.topdown import refine

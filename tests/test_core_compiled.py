@@ -111,7 +111,7 @@ def test_a_second_batched_pretraining_chain_makes_no_new_trace(tmp_path):
     """Two batched pretraining chains of one layer model (batches of 4, 4 and 2 images):
     the second, from another seed, runs on the first's traces of the batch step and the
     global step."""
-    from dgdm_tf.mcmc.driver import CheckpointDir
+    from dgdm_tf.mcmc.checkpoint import CheckpointDir
     from dgdm_tf.pretrain import batched, chain
     from dgdm_tf.pretrain.options import Layer, PretrainOptions
 

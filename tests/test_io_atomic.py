@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dgdm_tf.io import atomic
-from dgdm_tf.mcmc.driver import Checkpoint
+from dgdm_tf.mcmc.checkpoint import Checkpoint
 
 
 def _run(*cmd) -> str | None:

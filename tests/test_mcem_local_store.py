@@ -17,7 +17,7 @@ from dgdm_tf.core.model import DeepModel
 from dgdm_tf.mcem import stochastic as M
 from dgdm_tf.mcem.local_store import LocalStore
 from dgdm_tf.mcem.options import McemOptions, McemStart
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown.state import PER_IMAGE_FIELDS, init_state, residual
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from _smcem_model import HYPER, LAYERS, MCEM, known_model_data, labelled

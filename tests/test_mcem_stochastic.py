@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from dgdm_tf.data.minibatches import ArrayData
 from dgdm_tf.mcem.options import AveragingOptions, McemOptions, McemStart
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.mcem import stochastic as M

@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 from _damage import random_bytes, truncate
-from dgdm_tf.mcmc.driver import (EXIT_TERMINATED, Checkpoint, Kernel, Terminated, fit,
-                                 run_chain)
+from dgdm_tf.mcmc.checkpoint import Checkpoint, fit
+from dgdm_tf.mcmc.driver import EXIT_TERMINATED, Kernel, Terminated, run_chain
 
 
 class AR1(Kernel):

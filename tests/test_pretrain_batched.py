@@ -12,7 +12,7 @@ from dgdm_tf.pretrain import chain, batched_chain as chain_batched
 from dgdm_tf.pretrain import kernel as P, layer_model as PM
 from dgdm_tf.pretrain import dictionary as PD, batched as S
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.pretrain.options import Layer, PretrainOptions
 from _deep_geweke import geweke_chains
 from _layer_geweke import (GEWEKE_HYPER, forward_data, forward_params, match_cosine,
@@ -187,7 +187,7 @@ def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert _run(x, CheckpointDir(tmp_path / "b", stop_after=5, trace=None),
                 progress=lines.append) is None
     writes = []
-    real_write = chain_batched.BatchStore.write
+    real_write = chain_batched.StateFiles.write
 
     def dying_write(self, buffer, b, arrays):
         writes.append(b)
@@ -195,10 +195,10 @@ def test_killed_batched_run_resumes_bit_for_bit(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         real_write(self, buffer, b, arrays)
 
-    monkeypatch.setattr(chain_batched.BatchStore, "write", dying_write)
+    monkeypatch.setattr(chain_batched.StateFiles, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         _run(x, CheckpointDir(tmp_path / "b", trace=None), progress=lines.append)
-    monkeypatch.setattr(chain_batched.BatchStore, "write", real_write)
+    monkeypatch.setattr(chain_batched.StateFiles, "write", real_write)
     resumed = _run(x, CheckpointDir(tmp_path / "b", trace=None), progress=lines.append)
     assert any("resuming from the batched state at sweep 5" in m for m in lines)
     assert any("resuming from the batched state at sweep 7" in m for m in lines)

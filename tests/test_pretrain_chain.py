@@ -10,7 +10,7 @@ import tensorflow as tf
 from dgdm_tf.pretrain import chain, chain_parts
 from dgdm_tf.pretrain import blocks as PB, kernel as P, layer_model as PM
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.pretrain.options import Layer, PretrainOptions
 
 

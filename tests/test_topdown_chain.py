@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import generate, project_top_to_data
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown.options import TopdownOptions
 
 from _topdown_model import LAYERS, draw as _draw

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import cluster
 from dgdm_tf.core.image_chunks import Shards, map_over_chunks, sum_over_chunks
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown import refine
 from _topdown_model import LAYERS, draw as _draw
 

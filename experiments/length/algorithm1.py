@@ -57,7 +57,7 @@ from dgdm_tf.data.arrays import class_count  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import atomic  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE, drift  # noqa: E402
-from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.mcmc.checkpoint import CheckpointDir  # noqa: E402
 
 T0 = time.perf_counter()
 KINDS = ("unsupervised", "supervised")

@@ -63,7 +63,7 @@ from dgdm_tf.data.arrays import class_count, load_prepared  # noqa: E402
 from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 from dgdm_tf.io import artifacts, atomic  # noqa: E402
 from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE  # noqa: E402
-from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.mcmc.checkpoint import CheckpointDir  # noqa: E402
 from dgdm_tf.topdown.conjugate import gamma_s_summary  # noqa: E402
 
 T0 = time.perf_counter()

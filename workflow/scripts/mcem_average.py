@@ -19,7 +19,7 @@ from dgdm_tf.io import artifacts  # noqa: E402
 from dgdm_tf.mcem import averaging as model_averaging
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
 from dgdm_tf.mcem.options import AveragingOptions, McemStart  # noqa: E402
-from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.mcmc.checkpoint import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs

@@ -23,7 +23,7 @@ from dgdm_tf.report import model_plots as deep_plots, plots
 from dgdm_tf.mcem import stochastic as deep_smcem
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
 from dgdm_tf.mcem.options import McemOptions, McemStart  # noqa: E402
-from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.mcmc.checkpoint import CheckpointDir  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs

@@ -29,7 +29,7 @@ from dgdm_tf import data
 from dgdm_tf.mcmc import diagnostics as mixing
 
 from dgdm_tf.report import plots
-from dgdm_tf.mcmc.driver import CheckpointDir  # noqa: E402
+from dgdm_tf.mcmc.checkpoint import CheckpointDir  # noqa: E402
 from dgdm_tf.pretrain.options import Layer, PretrainOptions  # noqa: E402
 
 ds = snakemake.wildcards.ds

@@ -25,7 +25,7 @@ from dgdm_tf.io import artifacts  # noqa: E402
 
 from dgdm_tf import data
 
-from dgdm_tf.mcmc.driver import CheckpointDir
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown import refine
 
 from dgdm_tf.report import model_plots as deep_plots

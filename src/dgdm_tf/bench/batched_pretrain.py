@@ -42,7 +42,7 @@ def measure(spec: dict) -> dict:
     from dgdm_tf.core.compiled import compiled
     from dgdm_tf.core.layout import LayerGeometry
     from dgdm_tf.core.ops import full_conv, full_conv_adjoint
-    from dgdm_tf.mcmc.driver import CheckpointDir
+    from dgdm_tf.mcmc.checkpoint import CheckpointDir
     from dgdm_tf.pretrain.options import Layer, PretrainOptions
     from dgdm_tf.pretrain.ridge_start import RidgeStart
 

@@ -34,7 +34,8 @@ from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.mcem.estep import e_step_supervised, make_supervised_sweep_fn
 from dgdm_tf.mcem.options import AveragingOptions, McemStart
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
+from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, fit
+from dgdm_tf.mcmc.driver import Kernel, run_chain
 
 
 def resample_globals(st: DeepState, lam, g: smcem_svm.SvmGlobals, x, y, model: DeepModel,

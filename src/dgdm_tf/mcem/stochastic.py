@@ -38,14 +38,13 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.data.minibatches import ArrayData
 from dgdm_tf.io import atomic as atomic_io
-
 from dgdm_tf.supervised import joint_svm as deep_svm
-
 from dgdm_tf.mcem import svm_step as smcem_svm
 from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_fn
 from dgdm_tf.mcem.local_store import LocalStore
 from dgdm_tf.mcem.options import McemOptions, McemStart
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit, run_chain
+from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, CheckpointMismatch, fit
+from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
@@ -295,7 +294,7 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
     term counted once), then one RMSprop step and beta's step on the host
     (:func:`_replicated_step`). None: one device, the default one.
 
-    ``checkpoint`` (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): D, RMSprop state, beta
+    ``checkpoint`` (:class:`dgdm_tf.mcmc.checkpoint.CheckpointDir`): D, RMSprop state, beta
     saved atomically to its folder (mcem_checkpoint.npz) every ``checkpoint_every``
     iterations, the trace written live to its ``trace_path``; a rerun with the same
     inputs resumes there and ends where an uninterrupted run ends

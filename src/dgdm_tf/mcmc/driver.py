@@ -9,12 +9,8 @@ early stop that tests resumption. Randomness is the kernel's: it draws step ``t`
 its seed folded with ``t``, so a resumed chain ends bit for bit where an uninterrupted
 one ends (same machine, same TF build).
 
-Checkpoint layout (one ``.npz``, uncompressed): ``fingerprint``, ``<step_key>`` (steps
-done), ``trace`` (the rows as JSON), the kernel's arrays, and ``acc_<name>`` for each sum
-of collected draws. Every checkpoint file is read by :func:`read_npz`: a file that cannot
-be read, or whose arrays do not fit the chain (the kernel's ``restore`` raises
-:class:`CheckpointMismatch`), is renamed to ``<name>.damaged`` and the chain starts
-afresh, so a damaged checkpoint never fails every rerun nor resumes from garbage.
+The checkpoint's layout, and what becomes of a damaged one, are
+:mod:`dgdm_tf.mcmc.checkpoint`'s, the one module that reads or writes chain state.
 
 SIGTERM (Slurm's ``scancel``, Snakemake's kill, a node's shutdown): the chain finishes
 its step, writes its checkpoint and raises :class:`Terminated`, so the process exits with
@@ -27,31 +23,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
-from dgdm_tf.io import atomic as atomic_io, npz_files
+from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDamaged, CheckpointMismatch
 
 #: the exit status of a chain stopped by SIGTERM (the shell's 128 + signal number)
 EXIT_TERMINATED = 128 + signal.SIGTERM
-
-
-class CheckpointDamaged(Exception):
-    """A checkpoint file that cannot be read (truncated, not an npz, a corrupt member)."""
-
-    def __init__(self, path, reason: str):
-        super().__init__(f"{path}: {reason}")
-        self.path, self.reason = Path(path), reason
-
-
-class CheckpointMismatch(ValueError):
-    """Raised by :meth:`Kernel.restore`: the checkpoint's arrays do not fit the chain."""
 
 
 class Terminated(SystemExit):
@@ -60,31 +40,6 @@ class Terminated(SystemExit):
 
     def __init__(self):
         super().__init__(EXIT_TERMINATED)
-
-
-def read_npz(path) -> dict:
-    """Every array of the checkpoint file ``path``, read in full (a member read to its end
-    has its CRC checked) by the data's reader (:func:`dgdm_tf.io.npz_files.read_npz`, which
-    says what a file that is not an npz is instead); :class:`CheckpointDamaged` when it
-    cannot be read."""
-    try:
-        return npz_files.read_npz(path)
-    except (FileNotFoundError, PermissionError):  # the file system's fault, not the file's
-        raise
-    except npz_files.NpzFormatError as err:
-        raise CheckpointDamaged(path, err.problem.removeprefix("is ")) from err
-    except Exception as err:  # noqa: BLE001 -- whatever else the bytes make np.load raise
-        raise CheckpointDamaged(path, f"{type(err).__name__}: {err}") from err
-
-
-def fit(arrays: dict, expected: dict) -> None:
-    """:class:`CheckpointMismatch` unless each ``arrays[name]`` has the shape (a tuple)
-    and dtype of ``expected[name] = (shape, dtype)``; for a kernel's ``restore``."""
-    for name, (shape, dtype) in expected.items():
-        a = arrays[name]
-        if a.shape != tuple(shape) or a.dtype != np.dtype(dtype):
-            raise CheckpointMismatch(f"the array {name} is {a.dtype}{list(a.shape)}, the "
-                                     f"chain's is {np.dtype(dtype)}{list(shape)}")
 
 
 class Kernel:
@@ -120,86 +75,6 @@ class Kernel:
         worker calls it after every step, so they leave at the same one); ``stop`` alone
         for a chain of one process."""
         return stop
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointDir:
-    """Where an entry point's chain keeps its checkpoint (``dir``/checkpoint.npz) and its
-    live trace (``dir``/``trace``; None: none), and ``stop_after``: leave after that many
-    steps of this run, checkpoint written (a rerun resumes: the tests of resumption)."""
-    dir: str | Path
-    stop_after: int | None = None
-    trace: str | None = "trace.csv"
-
-    @property
-    def trace_path(self) -> Path | None:
-        return None if self.trace is None else Path(self.dir) / self.trace
-
-
-@dataclasses.dataclass(frozen=True)
-class Checkpoint:
-    """Where and how often a chain saves itself. ``path`` None: never (no resumption).
-    ``resumed`` / ``stale`` are the log lines on resuming and on a checkpoint of other
-    inputs (``{done}``, ``{total}``, ``{path}`` filled in). ``save_start``: write the
-    first state before the first step (a chain whose state also lives in files).
-    ``write`` False: read the checkpoint but never write it (the workers of a
-    data-parallel chain other than its chief, which hold the same state)."""
-    path: Path | None
-    fingerprint: str
-    every: int = 10
-    step_key: str = "sweep"
-    resumed: str = "resuming from checkpoint at sweep {done}/{total} ({path})"
-    stale: str = "checkpoint {path} is from different inputs or settings; starting afresh"
-    save_start: bool = False
-    write: bool = True
-
-    def load(self, total: int, say: Callable[[str], None]) -> dict | None:
-        """The checkpoint's arrays (every key), or None when there is none that fits (a
-        damaged one is set aside)."""
-        if self.path is None or not Path(self.path).exists():
-            return None
-        try:
-            arrays = read_npz(self.path)
-        except CheckpointDamaged as err:
-            self.set_aside(err.reason, say)
-            return None
-        missing = {"fingerprint", self.step_key, "trace"} - set(arrays)
-        if missing:  # written before this driver's layout (an older dgdm)
-            say(f"checkpoint {self.path} lacks {sorted(missing)}: it was written by an "
-                f"older version of dgdm; starting afresh")
-            return None
-        if str(arrays["fingerprint"]) != self.fingerprint:
-            say(self.stale.format(path=self.path, done=0, total=total))
-            return None
-        try:
-            done, rows = int(arrays[self.step_key]), json.loads(str(arrays["trace"]))
-            if not 0 <= done <= total or not isinstance(rows, list) or len(rows) != done:
-                raise ValueError(f"{self.step_key} {done} of {total} with {len(rows)} trace rows")
-        except (TypeError, ValueError) as err:
-            self.set_aside(f"{type(err).__name__}: {err}", say)
-            return None
-        say(self.resumed.format(path=self.path, done=done, total=total))
-        return arrays
-
-    def set_aside(self, reason: str, say: Callable[[str], None]) -> None:
-        """Rename the damaged checkpoint to ``<name>.damaged`` (replacing an older one) and
-        say so; a worker that does not write leaves the renaming to the chief."""
-        path = Path(self.path)
-        aside = path.with_name(path.name + ".damaged")
-        if self.write and path.exists():
-            os.replace(path, aside)
-            say(f"checkpoint {path} is damaged ({reason}): renamed to {aside}; "
-                f"starting afresh")
-        else:
-            say(f"checkpoint {path} is damaged ({reason}); starting afresh")
-
-    def save(self, done: int, rows: list[dict], arrays: dict, sums: dict | None) -> None:
-        if self.path is None or not self.write:
-            return
-        # uncompressed: compressing the float state every few steps costs seconds
-        atomic_io.save_npz(self.path, compressed=False, fingerprint=np.array(self.fingerprint),
-                           **{self.step_key: np.array(done)}, trace=np.array(json.dumps(rows)),
-                           **arrays, **{f"acc_{k}": v for k, v in (sums or {}).items()})
 
 
 @dataclasses.dataclass

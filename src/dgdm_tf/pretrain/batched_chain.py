@@ -19,7 +19,6 @@ ends bit-for-bit where an uninterrupted run ends (same machine, same TF build).
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -30,9 +29,9 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
-from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.driver import (Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit,
-                                 read_npz, run_chain)
+from dgdm_tf.mcmc.checkpoint import (Checkpoint, CheckpointDir, CheckpointMismatch, StateFiles,
+                                     fit)
+from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.pretrain.chain_parts import (TRACE_COLUMNS, check_finite, kept_maps,
                                  maps_to_keep, report_sweep)
 from dgdm_tf.pretrain.kernel import active_mask
@@ -42,25 +41,6 @@ from dgdm_tf.pretrain.batched import (LOCAL_FIELDS, BatchedGlobals, batch_seed, 
                                      make_batch_step, make_global_step, batched_sweep)
 from dgdm_tf.pretrain.options import PretrainOptions
 from dgdm_tf.pretrain.ridge_start import RidgeStart, gamma_w_mean, ridge_start
-
-class BatchStore:
-    """Two buffers of per-batch npz files under ``root`` (module docstring)."""
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def path(self, buffer: int, b: int) -> Path:
-        return self.root / f"buffer{buffer}" / f"batch{b:05d}.npz"
-
-    def read(self, buffer: int, b: int) -> dict:
-        """Batch ``b``'s arrays (:func:`dgdm_tf.mcmc.driver.read_npz`: a damaged file
-        raises :class:`dgdm_tf.mcmc.driver.CheckpointDamaged`)."""
-        return read_npz(self.path(buffer, b))
-
-    def write(self, buffer: int, b: int, arrays: dict) -> None:
-        atomic_io.save_npz(self.path(buffer, b), compressed=False,
-                           **{k: np.asarray(v) for k, v in arrays.items()})
-
 
 def _prune_local(loc: dict, keep: np.ndarray) -> dict:
     out = dict(loc)
@@ -87,8 +67,7 @@ class _BatchedKernel(Kernel):
         self.say, self.trace_path = say, trace_path
 
     def start(self):
-        for old in self.store.root.glob("buffer*"):  # another run's batches
-            shutil.rmtree(old, ignore_errors=True)
+        self.store.clear()  # another run's batches
         return self._adopt(_start(self.x, self.model, self.bounds, self.store, self.seed,
                                   self.dict_init, self.start_with, self.say))
 
@@ -217,7 +196,7 @@ def run_batched_layer(x: np.ndarray, model: LayerModel, options: PretrainOptions
     say = progress or (lambda _m: None)
     n = len(x)
     bounds = o.batch_bounds(n)
-    store = BatchStore(Path(state_dir))
+    store = StateFiles(Path(state_dir))
     total = o.sweeps
     kernel = _BatchedKernel(x, model, o, bounds=bounds, store=store, seed=seed, say=say,
                            trace_path=None if checkpoint is None else checkpoint.trace_path)
@@ -246,7 +225,7 @@ def run_batched_layer(x: np.ndarray, model: LayerModel, options: PretrainOptions
             "seconds": float(sum(r["seconds"] for r in rows)), "trace": rows}
 
 
-def _start(x, model: LayerModel, bounds, store: BatchStore, seed: int, dict_init: str,
+def _start(x, model: LayerModel, bounds, store: StateFiles, seed: int, dict_init: str,
            start: RidgeStart | None, say) -> dict:
     """Sweep 0, written to buffer 0 (returned: the kernel's start): D as
     :func:`dgdm_tf.pretrain.layer_model.init_state` draws it from the

@@ -24,7 +24,8 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.mcmc import anneal
 
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, Kernel, fit, run_chain
+from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, fit
+from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.pretrain.options import Layer, PretrainOptions
 from dgdm_tf.pretrain.ridge_start import ridge_start
@@ -166,7 +167,7 @@ def run_pretrain_layer(x: np.ndarray, layer: Layer, options: PretrainOptions, *,
     """Pretrain one layer by Gibbs sampling (supplement, "Bottom-Up Pretraining"): the
     layer ``layer`` (:class:`dgdm_tf.pretrain.options.Layer`) on its input ``x`` (N, H,
     W, C), with the settings ``options`` (:class:`PretrainOptions`, config block
-    `pretrain`). ``checkpoint`` (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): resume
+    `pretrain`). ``checkpoint`` (:class:`dgdm_tf.mcmc.checkpoint.CheckpointDir`): resume
     from and save to its folder, writing the live trace there (a TSV); None: neither.
 
     ``burn_in`` sweeps, then maps used by fewer than ``prune_min_usage`` of the blocks are

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from dgdm_tf.io import atomic as atomic_io
-from dgdm_tf.mcmc.driver import CheckpointMismatch
+from dgdm_tf.mcmc.checkpoint import CheckpointMismatch
 
 
 TRACE_COLUMNS = ["sweep", "phase", "n_dict", "log_lik", "rel_residual", "active_frac",

@@ -23,7 +23,8 @@ from dgdm_tf.core.image_chunks import Shards, chunk_size
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.mcmc.diagnostics import trace_settlement
-from dgdm_tf.mcmc.driver import Checkpoint, CheckpointDir, CheckpointMismatch, Kernel, fit, run_chain
+from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, CheckpointMismatch, fit
+from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
@@ -265,7 +266,7 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
     pretrained or refined dictionaries) on the images ``x`` (N, H, W, C), with the
     settings ``options`` (:class:`RefineOptions`, config block `refine`; with ``labels``
     :class:`SupervisedOptions`, block `supervised`). ``checkpoint``
-    (:class:`dgdm_tf.mcmc.driver.CheckpointDir`): resume from and save to its folder,
+    (:class:`dgdm_tf.mcmc.checkpoint.CheckpointDir`): resume from and save to its folder,
     writing the live trace there; None: neither.
 
     Of the options: ``chunk``: draw the per-image steps that many images at a time (memory: the top
