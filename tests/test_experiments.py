@@ -158,11 +158,12 @@ def results(tmp_path_factory):
                             scan=pre["scan"], start=pre["start"]),
             seed=seed_for(cfg["seed"], DS, "pretrain", l + 1), progress=None))
         artifacts.write_pretrained_layer(
-            root / "pretrain" / f"layer{l + 1}.npz", D=out[l]["D"], kept=out[l]["kept"],
-            usage=out[l]["usage"], x_next=out[l]["x_next"], gamma_e=out[l]["gamma_e"],
-            gamma_w=out[l]["gamma_w"], sweeps=out[l]["sweeps"], chain_seconds=out[l]["seconds"],
-            wall_seconds=out[l]["seconds"], n_input=len(x), activity_ink=0.0, layer_config=layer,
-            pretrain_config=pre, image_indices=idx if l == 0 else None)
+            root / "pretrain" / f"layer{l + 1}.npz", artifacts.PretrainedLayer(
+                D=out[l]["D"], kept=out[l]["kept"],
+                usage=out[l]["usage"], x_next=out[l]["x_next"], gamma_e=out[l]["gamma_e"],
+                gamma_w=out[l]["gamma_w"], sweeps=out[l]["sweeps"], chain_seconds=out[l]["seconds"],
+                wall_seconds=out[l]["seconds"], n_input=len(x), activity_ink=0.0, layer_config=layer,
+                pretrain_config=pre, image_indices=idx if l == 0 else None))
         x = np.asarray(out[l]["x_next"], np.float32)
 
     # The refined model's format with the pretrained layers in it: refining them would
@@ -171,10 +172,11 @@ def results(tmp_path_factory):
     ds = [np.asarray(o["D"], np.float32) for o in out]
     states = layers[0]["pool"] ** 2 + 1
     artifacts.write_refined_model(
-        root / "refine" / "model.npz", D=ds, theta=[np.full((ds[0].shape[-1], states), 1 / states, np.float32)],
-        gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
-        on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, sweeps=0, chain_seconds=0.0,
-        wall_seconds=0.0, config=block["refine"], layers=layers)
+        root / "refine" / "model.npz", artifacts.RefinedModel(
+            D=ds, theta=[np.full((ds[0].shape[-1], states), 1 / states, np.float32)],
+            gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
+            on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, sweeps=0, chain_seconds=0.0,
+            wall_seconds=0.0, config=block["refine"], layers=layers))
 
     splits = {}
     for split in ("train", "test"):
@@ -192,13 +194,14 @@ def results(tmp_path_factory):
     n_feat = splits["train"].f.shape[1]
     rng = np.random.default_rng(0)
     artifacts.write_supervised_model(
-        root / "supervised" / "model.npz", D=ds, samples_D=[d[None] for d in ds], theta=[
+        root / "supervised" / "model.npz", artifacts.SupervisedModel(
+            D=ds, samples_D=[d[None] for d in ds], theta=[
             np.full((ds[0].shape[-1], states), 1 / states, np.float32)],
-        samples_beta=rng.normal(size=(1, 10, n_feat + 1)), svm_mean=np.zeros(n_feat), svm_std=np.ones(n_feat),
-        n_classes=10, gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
-        on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, labels=prep["y_train"][idx],
-        train_error_pct=0.0, sweeps=0, chain_seconds=0.0, wall_seconds=0.0, config=block["supervised"],
-        layers=layers)
+            samples_beta=rng.normal(size=(1, 10, n_feat + 1)), svm_mean=np.zeros(n_feat), svm_std=np.ones(n_feat),
+            n_classes=10, gamma_s=float(out[-1]["gamma_w"]), gamma_e=np.asarray(out[0]["gamma_e"]),
+            on_rate=np.asarray(out[-1]["usage"], np.float32), image_indices=idx, labels=prep["y_train"][idx],
+            train_error_pct=0.0, sweeps=0, chain_seconds=0.0, wall_seconds=0.0, config=block["supervised"],
+            layers=layers))
     write_config(root / "supervised" / "config.yaml",
                  {"dataset": DS, "seed": cfg["seed"], "hyper": cfg["hyper"], "block": block})
     _, y_test, rows_test = shared_subset(prep, "test", block["n_test"], None, cfg["seed"], DS)

@@ -67,10 +67,11 @@ def test_pretrained_layer_bytes_and_round_trip(tmp_path, first):
         **extra,
     )
     artifacts.write_pretrained_layer(
-        tmp_path / "new.npz", D=out["D"], kept=kept, usage=out["usage"], x_next=out["x_next"],
-        gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=out["sweeps"],
-        chain_seconds=out["seconds"], wall_seconds=2.5, n_input=5, activity_ink=0.25,
-        layer_config=LAYER, pretrain_config=PRE, image_indices=out["idx"])
+        tmp_path / "new.npz", artifacts.PretrainedLayer(
+            D=out["D"], kept=kept, usage=out["usage"], x_next=out["x_next"],
+            gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=out["sweeps"],
+            chain_seconds=out["seconds"], wall_seconds=2.5, n_input=5, activity_ink=0.25,
+            layer_config=LAYER, pretrain_config=PRE, image_indices=out["idx"]))
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
 
     z = artifacts.read_pretrained_layer(tmp_path / "new.npz")
@@ -154,9 +155,10 @@ def test_refined_model_bytes_and_round_trip(tmp_path):
         wall_seconds=np.float64(8.0), refine_config=np.array(json.dumps(CFG)),
         layers=np.array(json.dumps(LAYERS)), settlement=np.array(json.dumps(SETTLE)))
     artifacts.write_refined_model(
-        tmp_path / "new.npz", D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
-        gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
-        chain_seconds=out["seconds"], wall_seconds=8.0, config=CFG, layers=LAYERS, settlement=SETTLE)
+        tmp_path / "new.npz", artifacts.RefinedModel(
+            D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
+            gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
+            chain_seconds=out["seconds"], wall_seconds=8.0, config=CFG, layers=LAYERS, settlement=SETTLE))
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
 
     m = artifacts.read_refined_model(tmp_path / "new.npz")
@@ -191,11 +193,12 @@ def test_supervised_model_bytes_and_round_trip(tmp_path):
         supervised_config=np.array(json.dumps(CFG)), layers=np.array(json.dumps(LAYERS)),
         settlement=np.array(json.dumps(SETTLE)))
     artifacts.write_supervised_model(
-        tmp_path / "new.npz", D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
-        samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
-        n_classes=3, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
-        image_indices=idx, labels=labels, train_error_pct=12.5, sweeps=out["sweeps"],
-        chain_seconds=out["seconds"], wall_seconds=9.0, config=CFG, layers=LAYERS, settlement=SETTLE)
+        tmp_path / "new.npz", artifacts.SupervisedModel(
+            D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
+            samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
+            n_classes=3, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
+            image_indices=idx, labels=labels, train_error_pct=12.5, sweeps=out["sweeps"],
+            chain_seconds=out["seconds"], wall_seconds=9.0, config=CFG, layers=LAYERS, settlement=SETTLE))
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
 
     m = artifacts.read_supervised_model(tmp_path / "new.npz")
@@ -217,9 +220,10 @@ def test_mcem_model_and_samples_bytes_and_round_trip(tmp_path):
                        n_layers=np.array(len(res["D"])), n_total=np.array(40),
                        n_classes=np.array(3), image_shape=np.array((8, 8, 1)),
                        train_seconds=np.array(res["seconds"]), wall_seconds=np.array(4.0))
-    artifacts.write_mcem_model(tmp_path / "new.npz", D=res["D"], beta=res["beta"], mean=res["mean"],
+    artifacts.write_mcem_model(tmp_path / "new.npz", artifacts.McemModel(
+    D=res["D"], beta=res["beta"], mean=res["mean"],
                                std=res["std"], n_total=40, n_classes=3, image_shape=(8, 8, 1),
-                               train_seconds=res["seconds"], wall_seconds=4.0)
+                               train_seconds=res["seconds"], wall_seconds=4.0))
     same_bytes(tmp_path / "old.npz", tmp_path / "new.npz")
     m = artifacts.read_mcem_model(tmp_path / "new.npz")
     assert m.n_layers == 2 and all(np.array_equal(a, b) for a, b in zip(m.D, res["D"]))
@@ -255,18 +259,20 @@ def test_upstream_seconds_reads_each_rule_in_order(tmp_path):
         out = pretrain_out(i == 1)
         layers.append(tmp_path / f"layer{i}.npz")
         artifacts.write_pretrained_layer(
-            layers[-1], D=out["D"], kept=out["kept"], usage=out["usage"], x_next=out["x_next"],
-            gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=3, chain_seconds=chain,
-            wall_seconds=wall, n_input=5, activity_ink=0.25, layer_config=LAYER,
-            pretrain_config=PRE, image_indices=out["idx"])
+            layers[-1], artifacts.PretrainedLayer(
+                D=out["D"], kept=out["kept"], usage=out["usage"], x_next=out["x_next"],
+                gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=3, chain_seconds=chain,
+                wall_seconds=wall, n_input=5, activity_ink=0.25, layer_config=LAYER,
+                pretrain_config=PRE, image_indices=out["idx"]))
     layers = [artifacts.read_pretrained_layer(p) for p in layers]
     by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers)
     assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("pretrain_layer2", 6.0)]
     out = refine_out()
     artifacts.write_refined_model(
-        tmp_path / "refine.npz", D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
-        gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=np.arange(5), sweeps=3,
-        chain_seconds=7.0, wall_seconds=8.0, config=CFG, layers=LAYERS)
+        tmp_path / "refine.npz", artifacts.RefinedModel(
+            D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
+            gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=np.arange(5), sweeps=3,
+            chain_seconds=7.0, wall_seconds=8.0, config=CFG, layers=LAYERS))
     by_step = artifacts.upstream_seconds(tmp_path / "summary.json", layers[:1],
                                          artifacts.read_refined_model(tmp_path / "refine.npz"))
     assert list(by_step.items()) == [("prepare", 1.5), ("pretrain_layer1", 4.0), ("refine", 8.0)]

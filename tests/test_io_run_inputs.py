@@ -22,10 +22,11 @@ def _run(tmp_path):
     (root / "pretrain").mkdir(parents=True)
     for l, (c, k, gamma_w, gamma_e) in enumerate([(1, 4, 2.0, [1.0, 3.0]), (4, 5, 5.0, [9.0])]):
         artifacts.write_pretrained_layer(
-            root / "pretrain" / f"layer{l + 1}.npz", D=np.full((2, 2, c, k), l + 1.0), kept=np.arange(k),
-            usage=np.ones(k), x_next=np.zeros((2, 1, 1, k)), gamma_e=np.array(gamma_e, np.float32),
-            gamma_w=np.float32(gamma_w), sweeps=2, chain_seconds=0.0, wall_seconds=0.0, n_input=2,
-            activity_ink=0.0, layer_config=LAYERS[l], pretrain_config={})
+            root / "pretrain" / f"layer{l + 1}.npz", artifacts.PretrainedLayer(
+                D=np.full((2, 2, c, k), l + 1.0), kept=np.arange(k),
+                usage=np.ones(k), x_next=np.zeros((2, 1, 1, k)), gamma_e=np.array(gamma_e, np.float32),
+                gamma_w=np.float32(gamma_w), sweeps=2, chain_seconds=0.0, wall_seconds=0.0, n_input=2,
+                activity_ink=0.0, layer_config=LAYERS[l], pretrain_config={}))
     return root
 
 

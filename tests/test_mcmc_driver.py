@@ -8,6 +8,7 @@ starts afresh; SIGTERM ends the chain after its step, with its checkpoint, statu
 from __future__ import annotations
 
 import os
+import re
 import signal
 import struct
 import threading
@@ -19,14 +20,19 @@ import tensorflow as tf
 
 from _damage import random_bytes, truncate
 from dgdm_tf.mcmc.checkpoint import Checkpoint, fit
-from dgdm_tf.mcmc.driver import EXIT_TERMINATED, Kernel, Terminated, run_chain
+from dgdm_tf.mcmc.driver import (EXIT_TERMINATED, Kernel, Schedule, Terminated, run_chain,
+                                 run_in_memory)
+
+
+#: 3 burn-in steps, then 7 draws: 10 steps
+TEN = Schedule(burn_in=3, collect=7)
 
 
 class AR1(Kernel):
-    """x_{t+1} = 0.5 x_t + N(0, 1); the draws of steps >= burn_in are collected."""
+    """x_{t+1} = 0.5 x_t + N(0, 1); the draws of the steps its schedule collects."""
 
-    def __init__(self, seed: int, burn_in: int):
-        self.seed, self.burn_in, self.reports = seed, burn_in, 0
+    def __init__(self, seed: int):
+        self.seed, self.reports = seed, 0
 
     def start(self):
         return np.zeros(3, np.float64)
@@ -37,20 +43,20 @@ class AR1(Kernel):
     def arrays(self, state):
         return {"x": np.asarray(state)}
 
-    def step(self, state, t):
-        seed = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 7], tf.int64), t)
+    def step(self, state, at):
+        seed = tf.random.experimental.stateless_fold_in(tf.constant([self.seed, 7], tf.int64), at.t)
         x = 0.5 * state + tf.random.stateless_normal([3], seed, dtype=tf.float64).numpy()
-        draw = {"x": x, "count": np.array(1.0)} if t >= self.burn_in else None
-        return x, {"step": t + 1, "x0": float(x[0])}, draw
+        draw = {"x": x, "count": np.array(1.0)} if at.collected else None
+        return x, {"step": at.t + 1, "x0": float(x[0])}, draw
 
-    def report(self, rows, total, sec_per_step):
+    def report(self, rows, at, sec_per_step):
         self.reports += 1
 
 
 def _run(tmp_path, stop_after=None, seed=0, fingerprint="a", every=2):
     ck = Checkpoint(tmp_path / "ck.npz", fingerprint, every=every)
     said = []
-    return run_chain(AR1(seed, burn_in=3), 10, ck, say=said.append, stop_after=stop_after), said
+    return run_chain(AR1(seed), TEN, ck, say=said.append, stop_after=stop_after), said
 
 
 def test_resumed_chain_ends_where_an_uninterrupted_one_ends(tmp_path):
@@ -69,9 +75,9 @@ def test_sums_hold_exactly_the_collected_draws(tmp_path):
     run, _ = _run(tmp_path)
     assert float(run.sums["count"]) == 7.0  # steps 3..9
     xs, x = [], np.zeros(3)
-    k = AR1(0, burn_in=3)
+    k = AR1(0)
     for t in range(10):
-        x, _, draw = k.step(x, t)
+        x, _, draw = k.step(x, TEN.at(t))
         if draw is not None:
             xs.append(x)
     np.testing.assert_allclose(run.sums["x"], np.sum(xs, 0), rtol=0, atol=1e-12)
@@ -91,7 +97,7 @@ def test_a_finished_chain_resumes_at_its_end(tmp_path):
 
 
 def test_without_a_path_nothing_is_written(tmp_path):
-    run = run_chain(AR1(0, 3), 4, Checkpoint(None, "x"), stop_after=None)
+    run = run_chain(AR1(0), Schedule(burn_in=3, collect=1), Checkpoint(None, "x"), stop_after=None)
     assert run.steps_here == 4 and list(tmp_path.iterdir()) == []
 
 
@@ -125,7 +131,7 @@ def test_on_step_sees_each_new_state_and_changes_nothing(tmp_path):
     plain, _ = _run(tmp_path / "a")
     seen = []
     ck = Checkpoint(tmp_path / "b" / "ck.npz", "a", every=2)
-    run = run_chain(AR1(0, burn_in=3), 10, ck, on_step=lambda t, s: seen.append((t, s.copy())))
+    run = run_chain(AR1(0), TEN, ck, on_step=lambda t, s: seen.append((t, s.copy())))
     assert [t for t, _ in seen] == list(range(10))
     np.testing.assert_array_equal(seen[-1][1], plain.state)
     np.testing.assert_array_equal(run.state, plain.state)
@@ -161,13 +167,13 @@ class FitAR1(AR1):
 
 @pytest.mark.parametrize("damage", [truncate, random_bytes, _corrupt_member, _wrong_shape])
 def test_a_damaged_checkpoint_is_set_aside_and_the_chain_starts_afresh(tmp_path, damage):
-    whole = run_chain(FitAR1(0, 3), 10, Checkpoint(None, "a"))
+    whole = run_chain(FitAR1(0), TEN, Checkpoint(None, "a"))
     ck = Checkpoint(tmp_path / "ck.npz", "a", every=2)
-    assert run_chain(FitAR1(0, 3), 10, ck, stop_after=5) is None
+    assert run_chain(FitAR1(0), TEN, ck, stop_after=5) is None
     (tmp_path / "ck.npz.damaged").write_text("an older damaged checkpoint")
     damage(tmp_path / "ck.npz")
     said = []
-    again = run_chain(FitAR1(0, 3), 10, ck, say=said.append)
+    again = run_chain(FitAR1(0), TEN, ck, say=said.append)
     assert again.steps_here == 10 and again.rows == whole.rows
     np.testing.assert_array_equal(again.state, whole.state)
     aside = tmp_path / "ck.npz.damaged"
@@ -178,32 +184,32 @@ def test_a_damaged_checkpoint_is_set_aside_and_the_chain_starts_afresh(tmp_path,
     assert not any("unsafely" in m or "allow_pickle" in m for m in said), said
     if damage is random_bytes:
         assert any("is damaged (not an .npz archive (its first bytes" in m for m in said), said
-    assert run_chain(FitAR1(0, 3), 10, ck).steps_here == 0  # the new checkpoint resumes
+    assert run_chain(FitAR1(0), TEN, ck).steps_here == 0  # the new checkpoint resumes
 
 
 def test_a_checkpoint_whose_step_does_not_fit_its_trace_is_set_aside(tmp_path):
     ck = Checkpoint(tmp_path / "ck.npz", "a", every=2)
-    run_chain(AR1(0, 3), 10, ck, stop_after=4)
+    run_chain(AR1(0), TEN, ck, stop_after=4)
     with np.load(tmp_path / "ck.npz") as z:
         arrays = {k: z[k] for k in z.files}
     np.savez(tmp_path / "ck.npz", **{**arrays, "sweep": np.array(7)})
     said = []
-    assert run_chain(AR1(0, 3), 10, ck, say=said.append).steps_here == 10
+    assert run_chain(AR1(0), TEN, ck, say=said.append).steps_here == 10
     assert any("sweep 7 of 10 with 4 trace rows" in m for m in said), said
     assert (tmp_path / "ck.npz.damaged").exists()
 
 
 class SigtermAt(AR1):
-    """AR1 that sends this process SIGTERM during step ``at``."""
+    """AR1 that sends this process SIGTERM during step ``when``."""
 
-    def __init__(self, at):
-        super().__init__(0, 3)
-        self.at = at
+    def __init__(self, when):
+        super().__init__(0)
+        self.when = when
 
-    def step(self, state, t):
-        if t == self.at:
+    def step(self, state, at):
+        if at.t == self.when:
             os.kill(os.getpid(), signal.SIGTERM)
-        return super().step(state, t)
+        return super().step(state, at)
 
 
 def test_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_143(tmp_path):
@@ -211,15 +217,15 @@ def test_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_143(tmp_path)
     ck = Checkpoint(tmp_path / "ck.npz", "a", every=4)
     said = []
     with pytest.raises(SystemExit) as stop:
-        run_chain(SigtermAt(5), 10, ck, say=said.append)
+        run_chain(SigtermAt(5), TEN, ck, say=said.append)
     assert isinstance(stop.value, Terminated) and stop.value.code == EXIT_TERMINATED == 143
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
     with np.load(tmp_path / "ck.npz") as z:
         assert int(z["sweep"]) == 6  # step 5 finished (not a multiple of every)
     assert any("SIGTERM: stopped after sweep 6/10" in m and "exit status 143" in m
                for m in said), said
-    resumed = run_chain(AR1(0, 3), 10, ck)
-    whole = run_chain(AR1(0, 3), 10, Checkpoint(None, "a"))
+    resumed = run_chain(AR1(0), TEN, ck)
+    whole = run_chain(AR1(0), TEN, Checkpoint(None, "a"))
     np.testing.assert_array_equal(resumed.state, whole.state)
     assert resumed.rows == whole.rows and resumed.steps_here == 4
 
@@ -227,8 +233,74 @@ def test_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_143(tmp_path)
 def test_a_chain_outside_the_main_thread_runs_and_says_sigterm_is_not_caught(tmp_path):
     out, said = [], []
     th = threading.Thread(target=lambda: out.append(
-        run_chain(AR1(0, 3), 10, Checkpoint(tmp_path / "ck.npz", "a"), say=said.append)))
+        run_chain(AR1(0), TEN, Checkpoint(tmp_path / "ck.npz", "a"), say=said.append)))
     th.start()
     th.join()
     assert out[0].steps_here == 10
     assert any("outside the main thread: SIGTERM is not caught" in m for m in said)
+
+
+# --- the schedule ----------------------------------------------------------------------
+
+def test_schedule_places_burn_in_anneal_draws_and_adaptation():
+    """burn_in 4 (2 of them tempered), 3 draws one every 2: steps 5, 7 and 9 (1-based)
+    are the draws, step 4 ends the warm-up, the step sizes adapt over the burn-in."""
+    s = Schedule(burn_in=4, collect=3, thin=2, anneal=2)
+    steps = [s.at(t) for t in range(s.total)]
+    assert s.total == 10
+    assert [a.phase for a in steps] == ["anneal"] * 2 + ["burn-in"] * 2 + ["collect"] * 6
+    assert [a.draw for a in steps] == [None] * 5 + [0, None, 1, None, 2]
+    assert [a.t for a in steps if a.collected] == [5, 7, 9]
+    assert [a.warmup_ends for a in steps] == [False] * 3 + [True] + [False] * 6
+    assert [a.adapting for a in steps] == [True] * 4 + [False] * 6
+    assert [a.since for a in steps] == [None] * 4 + [1, 2, 1, 2, 1, 2]
+    assert all(a.n_draws == 3 and a.total == 10 and a.anneal == 2 for a in steps)
+    assert [a.adapting for a in map(Schedule(collect=2, thin=3, adapt=3).at, range(6))] == \
+        [True] * 3 + [False] * 3
+    assert Schedule.steps(5).total == 5 and not any(
+        Schedule.steps(5).at(t).collected for t in range(5))
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"thin": 0}, "thin must be at least 1"),
+    ({"burn_in": -1}, "burn_in must be an integer >= 0"),
+    ({"collect": 2.5}, "collect must be an integer >= 0"),
+    ({"burn_in": 2, "anneal": 3}, "anneal (3) must lie within the burn-in (2)"),
+])
+def test_schedule_refuses_what_cannot_be_a_schedule(kwargs, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Schedule(**kwargs)
+
+
+def test_run_chain_refuses_a_bare_step_count(tmp_path):
+    with pytest.raises(TypeError, match=r"Schedule.steps\(n\)"):
+        run_chain(AR1(0), 10, Checkpoint(None, "a"))
+
+
+class DrawsEveryStep(AR1):
+    """A kernel that decides collection for itself (what the driver forbids)."""
+
+    def step(self, state, at):
+        x, row, _ = super().step(state, at)
+        return x, row, {"x": x}
+
+
+def test_a_draw_at_a_step_the_schedule_does_not_collect_is_refused():
+    with pytest.raises(RuntimeError, match="does not collect"):
+        run_in_memory(DrawsEveryStep(0), TEN)
+
+
+class NoArrays(AR1):
+    def arrays(self, state):
+        raise AssertionError("arrays() called by a chain that writes no checkpoint")
+
+
+def test_run_in_memory_is_run_chain_without_a_checkpoint(tmp_path):
+    """The same draws, sums and rows as a checkpointed run; the state is never asked
+    for as arrays, and nothing is written."""
+    whole, _ = _run(tmp_path / "a")
+    mem = run_in_memory(NoArrays(0), TEN)
+    np.testing.assert_array_equal(mem.state, whole.state)
+    assert mem.rows == whole.rows and all(np.array_equal(mem.sums[k], whole.sums[k])
+                                          for k in whole.sums)
+    assert run_chain(NoArrays(0), TEN, Checkpoint(None, "x")).steps_here == 10

@@ -12,7 +12,7 @@ import tensorflow as tf
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import generate, project_top_to_data
 from dgdm_tf.mcmc.checkpoint import CheckpointDir
-from dgdm_tf.topdown.options import TopdownOptions
+from dgdm_tf.topdown.options import Start, TopdownOptions
 
 from _topdown_model import LAYERS, draw as _draw
 
@@ -261,11 +261,11 @@ def test_chain_states_are_one_chain_kept_at_the_sweeps_asked():
     gives the same state at 3 (one chain, not one per sweep), the same seed repeats it,
     another seed does not, and each kept state's residual is its own image's."""
     model, d, x = _draw(6, seed=5, noise=0.02)
-    kw = dict(gamma_s=0.25, gamma_e_init=1000.0)
-    m, some = deep_chain.chain_states(x, d, LAYERS, seed=[3, 4], sweeps=[0, 1, 3], **kw)
+    held = Start(dictionaries=d, layers=LAYERS, gamma_s_init=0.25, gamma_e_init=1000.0)
+    m, some = deep_chain.chain_states(x, held, seed=[3, 4], sweeps=[0, 1, 3])
     assert sorted(some) == [0, 1, 3] and not np.asarray(some[0].on).any()  # the start: every top unit off
-    _, late = deep_chain.chain_states(x, d, LAYERS, seed=[3, 4], sweeps=[3], **kw)
-    _, other = deep_chain.chain_states(x, d, LAYERS, seed=[3, 5], sweeps=[3], **kw)
+    _, late = deep_chain.chain_states(x, held, seed=[3, 4], sweeps=[3])
+    _, other = deep_chain.chain_states(x, held, seed=[3, 5], sweeps=[3])
     for f in ("s_top", "on", "gamma_e", "resid"):
         np.testing.assert_array_equal(np.asarray(getattr(late[3], f)), np.asarray(getattr(some[3], f)))
     assert not np.array_equal(np.asarray(other[3].s_top), np.asarray(late[3].s_top))

@@ -54,10 +54,10 @@ res = deep_smcem.train(
 if res["beta"] is None:
     raise ValueError(f"datasets.{ds}.mcem.supervise_from ({cfg['supervise_from']}) must be "
                      f"below mcem.iterations ({cfg['iterations']}): beta was never fitted")
-artifacts.write_mcem_model(snakemake.output.model, D=res["D"], beta=res["beta"], mean=res["mean"],
-                           std=res["std"], n_total=data.n_total, n_classes=data.n_classes,
-                           image_shape=data.image_shape, train_seconds=res["seconds"],
-                           wall_seconds=elapsed())
+artifacts.write_mcem_model(snakemake.output.model, artifacts.McemModel(
+    D=res["D"], beta=res["beta"], mean=res["mean"], std=res["std"], n_total=data.n_total,
+    n_classes=data.n_classes, image_shape=data.image_shape, train_seconds=res["seconds"],
+    wall_seconds=elapsed()))
 deep_plots.plot_mcem_trace(res["trace"], snakemake.output.trace_png,
                            f"{ds}: stochastic MCEM ({data.n_total} images, batch {data.batch_size})")
 plots.plot_dictionary(res["D"][0], snakemake.output.dict_png, f"{ds}: layer-1 dictionary (MCEM)")

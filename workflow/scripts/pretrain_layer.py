@@ -74,10 +74,11 @@ plots.plot_activity(activity, ink, activity_ink, snakemake.output.activity_png,
                     f"{ds}: layer {l} pretraining, pooled features (x_next) of {len(x)} inputs")
 
 artifacts.write_pretrained_layer(
-    snakemake.output.layer, D=out["D"], kept=kept, usage=out["usage"], x_next=out["x_next"],
-    gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=out["sweeps"],
-    chain_seconds=chain_seconds, wall_seconds=wall, n_input=len(x), activity_ink=activity_ink,
-    layer_config=layer, pretrain_config=pre, image_indices=idx)
+    snakemake.output.layer, artifacts.PretrainedLayer(
+        D=out["D"], kept=kept, usage=out["usage"], x_next=out["x_next"],
+        gamma_e=out["gamma_e"], gamma_w=out["gamma_w"], sweeps=out["sweeps"],
+        chain_seconds=chain_seconds, wall_seconds=wall, n_input=len(x), activity_ink=activity_ink,
+        layer_config=layer, pretrain_config=pre, image_indices=idx))
 plots.plot_dictionary(np.asarray(out["D"]), snakemake.output.dictionary_png,
                       f"{ds}: layer {l} dictionary, collection average",
                       usage=np.asarray(out["usage"]))

@@ -74,10 +74,11 @@ model = DeepModel(x.shape[1:], layers, hyper).with_ks([d.shape[-1] for d in dict
 cols = refine.trace_columns(model)
 refine.write_trace_csv(snakemake.output.trace, out["trace"], cols)
 artifacts.write_refined_model(
-    snakemake.output.model, D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
-    gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
-    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
-    settlement=out["settlement"])
+    snakemake.output.model, artifacts.RefinedModel(
+        D=out["D"], theta=out["theta"], gamma_s=out["gamma_s"],
+        gamma_e=out["gamma_e"], on_rate=out["on_rate"], image_indices=idx, sweeps=out["sweeps"],
+        chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
+        settlement=out["settlement"]))
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: joint refinement of the {len(layers)}-layer model")
 # Fig. 2: top-layer elements in the data plane, most used first

@@ -73,12 +73,13 @@ train_err = error_pct(np.argmax(dv, 1), labels)
 progress(f"{ds}: training error of the supervised model {train_err:.2f}%")
 refine.write_trace_csv(snakemake.output.trace, out["trace"], refine.trace_columns(model))
 artifacts.write_supervised_model(
-    snakemake.output.model, D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
-    samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
-    n_classes=n_classes, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
-    image_indices=idx, labels=labels, train_error_pct=train_err, sweeps=out["sweeps"],
-    chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
-    settlement=out["settlement"])
+    snakemake.output.model, artifacts.SupervisedModel(
+        D=out["D"], samples_D=out["samples"]["D"], theta=out["theta"],
+        samples_beta=out["samples"]["beta"], svm_mean=out["svm_mean"], svm_std=out["svm_std"],
+        n_classes=n_classes, gamma_s=out["gamma_s"], gamma_e=out["gamma_e"], on_rate=out["on_rate"],
+        image_indices=idx, labels=labels, train_error_pct=train_err, sweeps=out["sweeps"],
+        chain_seconds=out["seconds"], wall_seconds=elapsed(), config=cfg, layers=layers,
+        settlement=out["settlement"]))
 deep_plots.plot_refine_trace(out["trace"], snakemake.output.trace_png,
                              f"{ds}: supervised model (top-down model + Bayesian SVM)")
 # Fig. 2: top-layer elements in the data plane, most used first

@@ -158,27 +158,28 @@ class PretrainedLayer(_ChainOutput):
     x_next: np.ndarray | None = None
 
 
-def write_pretrained_layer(path, *, D, kept, usage, x_next, gamma_e, gamma_w, sweeps: int,
-                           chain_seconds: float, wall_seconds: float, n_input: int,
-                           activity_ink: float, layer_config: dict, pretrain_config: dict,
-                           image_indices=None) -> None:
-    """Write a :class:`PretrainedLayer` (``image_indices`` for layer 1 only)."""
-    extra = {} if image_indices is None else {"image_indices": image_indices}
+def write_pretrained_layer(path, layer: PretrainedLayer) -> None:
+    """Write a :class:`PretrainedLayer` (its ``x_next`` required; ``image_indices`` for
+    layer 1 only)."""
+    if layer.x_next is None:
+        raise ValueError(f"{path}: a pretrained layer is written with its x_next (the next "
+                         "layer's input)")
+    extra = {} if layer.image_indices is None else {"image_indices": layer.image_indices}
     atomic_io.save_npz(
         path,
-        activity_ink=np.float64(activity_ink),
-        D=np.asarray(D, dtype=np.float32),
-        kept=np.asarray(kept),
-        usage=np.asarray(usage),
-        x_next=np.asarray(x_next, dtype=np.float32),
-        gamma_e=np.asarray(gamma_e),
-        gamma_w=np.asarray(gamma_w),
-        sweeps=np.int64(sweeps),
-        chain_seconds=np.float64(chain_seconds),
-        wall_seconds=np.float64(wall_seconds),
-        n_input=np.int64(n_input),
-        layer_config=_json(layer_config),
-        pretrain_config=_json(pretrain_config),
+        activity_ink=np.float64(layer.activity_ink),
+        D=np.asarray(layer.D, dtype=np.float32),
+        kept=np.asarray(layer.kept),
+        usage=np.asarray(layer.usage),
+        x_next=np.asarray(layer.x_next, dtype=np.float32),
+        gamma_e=np.asarray(layer.gamma_e),
+        gamma_w=np.asarray(layer.gamma_w),
+        sweeps=np.int64(layer.sweeps),
+        chain_seconds=np.float64(layer.chain_seconds),
+        wall_seconds=np.float64(layer.wall_seconds),
+        n_input=np.int64(layer.n_input),
+        layer_config=_json(layer.layer_config),
+        pretrain_config=_json(layer.pretrain_config),
         **extra,
     )
 
@@ -286,19 +287,19 @@ class RefinedModel(_ModelOutput):
     settlement: dict | None = None
 
 
-def write_refined_model(path, *, D: Sequence, theta: Sequence, gamma_s: float, gamma_e, on_rate,
-                        image_indices, sweeps: int, chain_seconds: float, wall_seconds: float,
-                        config: dict, layers: list, settlement: dict | None = None) -> None:
+def write_refined_model(path, model: RefinedModel) -> None:
     """Write a :class:`RefinedModel` (keys D1.., theta1.., n_layers, gamma_s, gamma_e,
     on_rate, image_indices, sweeps, chain_seconds, wall_seconds, refine_config, layers,
     settlement); D, theta, gamma_e, on_rate, image_indices as given."""
-    arrs = {f"D{l + 1}": d for l, d in enumerate(D)}
-    arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
+    m = model
+    arrs = {f"D{l + 1}": d for l, d in enumerate(m.D)}
+    arrs.update({f"theta{l + 1}": t for l, t in enumerate(m.theta)})
     atomic_io.save_npz(
-        path, **arrs, n_layers=np.int64(len(D)), gamma_s=np.float64(gamma_s), gamma_e=gamma_e,
-        on_rate=on_rate, image_indices=image_indices, sweeps=np.int64(sweeps),
-        chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
-        refine_config=_json(config), layers=_json(layers), settlement=_json(settlement))
+        path, **arrs, n_layers=np.int64(len(m.D)), gamma_s=np.float64(m.gamma_s),
+        gamma_e=m.gamma_e, on_rate=m.on_rate, image_indices=m.image_indices,
+        sweeps=np.int64(m.sweeps), chain_seconds=np.float64(m.chain_seconds),
+        wall_seconds=np.float64(m.wall_seconds), refine_config=_json(m.config),
+        layers=_json(m.layers), settlement=_json(m.settlement))
 
 
 def read_refined_model(path) -> RefinedModel:
@@ -349,26 +350,24 @@ class SupervisedModel(_ModelOutput):
     settlement: dict | None = None
 
 
-def write_supervised_model(path, *, D: Sequence, samples_D: Sequence, theta: Sequence,
-                           samples_beta, svm_mean, svm_std, n_classes: int, gamma_s: float,
-                           gamma_e, on_rate, image_indices, labels, train_error_pct: float,
-                           sweeps: int, chain_seconds: float, wall_seconds: float,
-                           config: dict, layers: list, settlement: dict | None = None) -> None:
+def write_supervised_model(path, model: SupervisedModel) -> None:
     """Write a :class:`SupervisedModel` (keys D1.., samples_D1.., theta1.., n_layers,
     samples_beta, svm_mean, svm_std, n_classes, gamma_s, gamma_e, on_rate, image_indices,
     labels, train_error_pct, sweeps, chain_seconds, wall_seconds, supervised_config,
     layers, settlement); the arrays as given."""
-    arrs = {f"D{l + 1}": v for l, v in enumerate(D)}
-    arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(samples_D)})
-    arrs.update({f"theta{l + 1}": t for l, t in enumerate(theta)})
+    m = model
+    arrs = {f"D{l + 1}": v for l, v in enumerate(m.D)}
+    arrs.update({f"samples_D{l + 1}": v for l, v in enumerate(m.samples_D)})
+    arrs.update({f"theta{l + 1}": t for l, t in enumerate(m.theta)})
     atomic_io.save_npz(
-        path, **arrs, n_layers=np.int64(len(D)),
-        samples_beta=samples_beta, svm_mean=svm_mean, svm_std=svm_std,
-        n_classes=np.int64(n_classes), gamma_s=np.float64(gamma_s), gamma_e=gamma_e,
-        on_rate=on_rate, image_indices=image_indices, labels=labels,
-        train_error_pct=np.float64(train_error_pct), sweeps=np.int64(sweeps),
-        chain_seconds=np.float64(chain_seconds), wall_seconds=np.float64(wall_seconds),
-        supervised_config=_json(config), layers=_json(layers), settlement=_json(settlement))
+        path, **arrs, n_layers=np.int64(len(m.D)),
+        samples_beta=m.samples_beta, svm_mean=m.svm_mean, svm_std=m.svm_std,
+        n_classes=np.int64(m.n_classes), gamma_s=np.float64(m.gamma_s), gamma_e=m.gamma_e,
+        on_rate=m.on_rate, image_indices=m.image_indices, labels=m.labels,
+        train_error_pct=np.float64(m.train_error_pct), sweeps=np.int64(m.sweeps),
+        chain_seconds=np.float64(m.chain_seconds), wall_seconds=np.float64(m.wall_seconds),
+        supervised_config=_json(m.config), layers=_json(m.layers),
+        settlement=_json(m.settlement))
 
 
 def read_supervised_model(path) -> SupervisedModel:
@@ -413,15 +412,16 @@ class McemModel:
         return len(self.D)
 
 
-def write_mcem_model(path, *, D: Sequence, beta, mean, std, n_total: int, n_classes: int,
-                     image_shape, train_seconds: float, wall_seconds: float) -> None:
+def write_mcem_model(path, model: McemModel) -> None:
     """Write a :class:`McemModel` (keys D1.., beta, mean, std, n_layers, n_total,
     n_classes, image_shape, train_seconds, wall_seconds)."""
-    atomic_io.save_npz(path, **{f"D{l + 1}": d for l, d in enumerate(D)},
-                       beta=beta, mean=mean, std=std,
-                       n_layers=np.array(len(D)), n_total=np.array(n_total),
-                       n_classes=np.array(n_classes), image_shape=np.array(image_shape),
-                       train_seconds=np.array(train_seconds), wall_seconds=np.array(wall_seconds))
+    m = model
+    atomic_io.save_npz(path, **{f"D{l + 1}": d for l, d in enumerate(m.D)},
+                       beta=m.beta, mean=m.mean, std=m.std,
+                       n_layers=np.array(len(m.D)), n_total=np.array(m.n_total),
+                       n_classes=np.array(m.n_classes), image_shape=np.array(m.image_shape),
+                       train_seconds=np.array(m.train_seconds),
+                       wall_seconds=np.array(m.wall_seconds))
 
 
 def read_mcem_model(path) -> McemModel:

@@ -97,13 +97,13 @@ def run_averaging(data, start: McemStart, options: AveragingOptions, *, seed: in
                      **({"scan": scan} if scan != "fixed" else {})},
                     sort_keys=True, default=str)
     kernel = AveragingKernel(data.batches, model, mcem=mcem, n_total=n_total, n_classes=int(data.n_classes),
-                             seed=seed, thin=thin, sweeps=sweeps, gamma_s=float(o.gamma_s),
+                             seed=seed, sweeps=sweeps, gamma_s=float(o.gamma_s),
                              svm_hyper=o.svm_hyper, n_leapfrog=n_leapfrog,
                              power_iterations=power_iterations, total=total, say=say)
     ck = Checkpoint(None if checkpoint is None else Path(checkpoint.dir) / "averaging_checkpoint.npz",
                     fp, every=int(o.checkpoint_every), step_key="step",
                     resumed="resuming model averaging at iteration {done}/{total} ({path})")
-    run = run_chain(kernel, total, ck, say=say,
+    run = run_chain(kernel, o.schedule, ck, say=say,
                     stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
@@ -120,13 +120,13 @@ class AveragingKernel(Kernel):
     its trace row is the iteration's HMC acceptance per layer."""
 
     def __init__(self, batches: Callable, model: DeepModel, *, mcem: dict, n_total: int,
-                 n_classes: int, seed: int, thin: int, sweeps: int, gamma_s: float,
+                 n_classes: int, seed: int, sweeps: int, gamma_s: float,
                  svm_hyper: deep_svm.SvmHyper, n_leapfrog: int, power_iterations: int,
                  total: int, say):
         self.batches, self.model, self.mcem_d = batches, model, mcem["D"]
         self.g0 = smcem_svm.SvmGlobals(beta=tf.constant(mcem["beta"]), mean=tf.constant(mcem["mean"]),
                                        std=tf.constant(mcem["std"]), updates=0)
-        self.n_total, self.n_classes, self.seed, self.thin = n_total, n_classes, seed, thin
+        self.n_total, self.n_classes, self.seed = n_total, n_classes, seed
         self.sweeps, self.gamma_s, self.svm_hyper = sweeps, gamma_s, svm_hyper
         self.n_leapfrog, self.total, self.say = n_leapfrog, total, say
         self.power_iterations = power_iterations
@@ -162,8 +162,9 @@ class AveragingKernel(Kernel):
         # array_batches and the ImageNet stream never end: run_chain takes `total` steps
         self.stream = self.batches(done) if done < self.total else iter(())
 
-    def step(self, state, t):
+    def step(self, state, at):
         d, g, log_step, kept_d, kept_beta = state
+        t = at.t
         t_batch, xb, yb = next(self.stream, (None, None, None))
         if t_batch is None:
             raise RuntimeError(f"the mini-batch stream ended before averaging iteration {t + 1}")
@@ -178,20 +179,20 @@ class AveragingKernel(Kernel):
         st = states[-1]._replace(hmc_log_step=log_step)
         st, g, acc = resample_globals(st, lams[-1], g, tf.constant(xb), yt, model, hyper_s,
                                       self.n_total / len(xb), s2, n_leapfrog=self.n_leapfrog,
-                                      power_iterations=self.power_iterations, adapt=t < self.thin)
+                                      power_iterations=self.power_iterations, adapt=at.adapting)
         d, log_step = st.d, st.hmc_log_step
         for l, dl in enumerate(d):
             if not np.all(np.isfinite(dl.numpy())):
                 raise FloatingPointError(f"D[{l + 1}] is not finite at averaging iteration {t + 1}")
-        if (t + 1) % self.thin == 0:
+        if at.collected:
             kept_d = kept_d + [[np.asarray(dl) for dl in d]]
             kept_beta = kept_beta + [np.asarray(g.beta)]
         return (d, g, log_step, kept_d, kept_beta), {"iteration": t + 1, "accept": acc}, None
 
-    def report(self, rows, total, sec_per_step):
+    def report(self, rows, at, sec_per_step):
         step = rows[-1]["iteration"]
-        if step % self.thin == 0:
-            accept = [r["accept"] for r in rows[-self.thin:]]
-            self.say(f"model averaging: sample {step // self.thin}/{total // self.thin} kept at "
+        if at.collected:
+            accept = [r["accept"] for r in rows[-at.since:]]
+            self.say(f"model averaging: sample {at.draw + 1}/{at.n_draws} kept at "
                      f"iteration {step} (HMC acceptance {np.mean(accept, 0).round(2).tolist()}, "
                      f"{time.time() - self.t_start:.1f} s)")

@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from dgdm_tf.core.options import options
+from dgdm_tf.mcmc.driver import Schedule
 from dgdm_tf.supervised.joint_svm import SvmHyper
 from dgdm_tf.topdown.options import TopdownOptions
 
@@ -207,8 +208,14 @@ class AveragingOptions:
                                    svm=dict(mcem["svm"]), scan=mcem["scan"])
 
     @property
+    def schedule(self) -> Schedule:
+        """``keep`` samples one every ``thin`` iterations, no burn-in (the chain starts
+        at MCEM's estimate); HMC's step sizes adapt over the first ``thin``."""
+        return Schedule(collect=int(self.keep), thin=int(self.thin), adapt=int(self.thin))
+
+    @property
     def total(self) -> int:
-        return int(self.keep) * int(self.thin)
+        return self.schedule.total
 
     @property
     def svm_hyper(self) -> SvmHyper:

@@ -44,7 +44,7 @@ from dgdm_tf.mcem.estep import e_step, e_step_supervised, make_supervised_sweep_
 from dgdm_tf.mcem.local_store import LocalStore
 from dgdm_tf.mcem.options import McemOptions, McemStart
 from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, CheckpointMismatch, fit
-from dgdm_tf.mcmc.driver import Kernel, run_chain
+from dgdm_tf.mcmc.driver import Kernel, Schedule, run_chain
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, unpool_blocks
@@ -345,7 +345,7 @@ def train(data, start: McemStart, options: McemOptions, *, seed: int,
                     every=int(o.checkpoint_every), step_key="step",
                     resumed="resuming stochastic MCEM at iteration {done}/{total} ({path})",
                     stale="checkpoint {path} is from other inputs or settings; starting afresh")
-    run = run_chain(kernel, iterations, ck, say=say,
+    run = run_chain(kernel, Schedule.steps(iterations), ck, say=say,
                     stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None
@@ -427,8 +427,8 @@ class McemKernel(Kernel):
         # array_batches and the ImageNet stream never end: run_chain takes `iterations` steps
         self.stream = self.batches(done) if done < self.iterations else iter(())
 
-    def step(self, state, t):
-        state, g = state
+    def step(self, state, at):
+        (state, g), t = state, at.t
         t_batch, xb, yb = next(self.stream, (None, None, None))
         if t_batch is None:
             raise RuntimeError(f"the mini-batch stream ended before MCEM iteration {t + 1}")
@@ -480,8 +480,8 @@ class McemKernel(Kernel):
                "seconds": time.time() - t0}
         return (McemState(d=d, v=v, step=t + 1), g), row, None
 
-    def report(self, rows, total, sec_per_step):
-        row = rows[-1]
+    def report(self, rows, at, sec_per_step):
+        row, total = rows[-1], at.total
         if row["iteration"] % max(1, total // 20) == 0 or row["iteration"] == total:
             self.say(f"MCEM iteration {row['iteration']}/{total}: Qbar {row['q']:.6g} rel.resid "
                      f"{row['rel_residual']:.4f} batch train error {row['train_error']:.3f} "

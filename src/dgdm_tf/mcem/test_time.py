@@ -43,6 +43,7 @@ from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.shards import concat_parts, image_range
 from dgdm_tf.core.model import DeepModel, layer_inputs
 from dgdm_tf.mcem.options import MapOptions
+from dgdm_tf.mcmc.driver import Kernel, Schedule, run_in_memory
 from dgdm_tf.topdown.options import Start
 
 
@@ -159,6 +160,50 @@ def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
     return compiled(lambda st, w, v, x: it(st, w, v, x), reduce_retracing=True)
 
 
+class SweepKernel(Kernel):
+    """``sweep_fn(state, x) -> (state, stats)`` step after step from ``start``, nothing
+    collected (the Gibbs sweeps before the MAP iterations), for
+    :func:`dgdm_tf.mcmc.driver.run_in_memory`."""
+
+    def __init__(self, sweep_fn, start, x):
+        self.sweep_fn, self.first, self.x = sweep_fn, start, x
+
+    def start(self):
+        return self.first
+
+    def step(self, state, at):
+        return self.sweep_fn(state, self.x)[0], {}, None
+
+
+class _MapKernel(Kernel):
+    """Algorithm 2's MCEM iterations on one batch (its first ``n_real`` images real),
+    until every image's Q has met ``tol``. State: (the model's state, W, RMSprop's v, the
+    features, the iterations each image took, whether it met ``tol``, its last Q); the
+    row of an iteration is its summed Q over the real images."""
+
+    def __init__(self, iteration_fn, start, xb, n_real, tol):
+        self.fn, self.first, self.xb, self.n_real, self.tol = iteration_fn, start, xb, n_real, tol
+
+    def start(self):
+        return self.first
+
+    def step(self, state, at):
+        st, w, v, f, took, done, q_prev = state
+        st, w, v, _, q = self.fn(st, w, v, self.xb)
+        q = np.asarray(q, np.float64)[:self.n_real]
+        if q_prev is not None and self.tol > 0:
+            newly = ~done & (np.abs(q - q_prev) <= self.tol * np.maximum(np.abs(q_prev), 1e-30))
+            if newly.any():
+                f = f.copy()
+                f[newly] = np.asarray(st.s_top).reshape(int(self.xb.shape[0]), -1)[:self.n_real][newly]
+                took = np.where(newly, at.t + 1, took)
+                done = done | newly
+        return (st, w, v, f, took, done, q), {"q_sum": float(np.sum(q))}, None
+
+    def finished(self, state):
+        return bool(state[5].all())
+
+
 def infer_map(x: np.ndarray, start: Start, options: MapOptions, *, seed: int,
               images: Sequence[int] | None = None,
               progress: Callable[[str], None] | None = print) -> dict:
@@ -211,32 +256,19 @@ def infer_map(x: np.ndarray, start: Start, options: MapOptions, *, seed: int,
         bseed = random.fold(random.salted(seed, "map_batch", tf.int32), b0 // batch_size)
         st = init_state(xb, model, dictionaries, bseed, gamma_e_init=start.gamma_e_init,
                         gamma_s_init=start.gamma_s_init)
-        for _ in range(burn_in):
-            st, _ = gibbs_fn(st, xb)
+        st = run_in_memory(SweepKernel(gibbs_fn, st, xb), Schedule(burn_in=burn_in)).state
         w = st.s_top
-        v = tf.zeros_like(w)
-        f = np.zeros((n_real, int(np.prod(st.s_top.shape[1:]))), np.float32)
-        took = np.zeros(n_real, np.int64)
-        done = np.zeros(n_real, bool)
-        q_prev = None
+        first = (st, w, tf.zeros_like(w), np.zeros((n_real, int(np.prod(w.shape[1:]))), np.float32),
+                 np.zeros(n_real, np.int64), np.zeros(n_real, bool), None)
+        run = run_in_memory(_MapKernel(mcem_fn, first, xb, n_real, tol), Schedule.steps(iterations))
+        st, w, v, f, took, done, _q = run.state
         q_sums.append(np.zeros(iterations))
         q_counts.append(np.zeros(iterations))
-        for t in range(iterations):
-            st, w, v, _, q = mcem_fn(st, w, v, xb)
-            q = np.asarray(q, np.float64)[:n_real]
-            q_sums[-1][t] = float(np.sum(q))
-            q_counts[-1][t] = n_real
-            if q_prev is not None and tol > 0:
-                newly = ~done & (np.abs(q - q_prev) <= tol * np.maximum(np.abs(q_prev), 1e-30))
-                if newly.any():
-                    f[newly] = np.asarray(st.s_top).reshape(nb, -1)[:n_real][newly]
-                    took[newly], done = t + 1, done | newly
-            q_prev = q
-            if done.all():
-                break
+        q_sums[-1][:len(run.rows)] = [r["q_sum"] for r in run.rows]
+        q_counts[-1][:len(run.rows)] = n_real
         rest = ~done
         f[rest] = np.asarray(st.s_top).reshape(nb, -1)[:n_real][rest]
-        took[rest] = t + 1
+        took[rest] = len(run.rows)
         check_finite("MAP top-layer features", f)
         feats.append(f)
         # layer 1's pooled output at the last iteration (the mixing diagnostics read it)

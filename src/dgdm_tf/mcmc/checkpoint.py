@@ -93,6 +93,11 @@ class Checkpoint:
     save_start: bool = False
     write: bool = True
 
+    @property
+    def writes(self) -> bool:
+        """Whether :meth:`save` writes anything (a path, and this process writes)."""
+        return self.path is not None and self.write
+
     def load(self, total: int, say: Callable[[str], None]) -> dict | None:
         """The checkpoint's arrays (every key), or None when there is none that fits (a
         damaged one is set aside)."""

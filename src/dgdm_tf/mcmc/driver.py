@@ -28,6 +28,8 @@ import threading
 import time
 from typing import Any, Callable
 
+import numpy as np
+
 from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDamaged, CheckpointMismatch
 
 #: the exit status of a chain stopped by SIGTERM (the shell's 128 + signal number)
@@ -40,6 +42,81 @@ class Terminated(SystemExit):
 
     def __init__(self):
         super().__init__(EXIT_TERMINATED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """Where step ``t`` (0-based) of ``total`` falls in its chain's :class:`Schedule`:
+    ``phase`` ("anneal", "burn-in" or "collect"), ``adapting`` (a kernel with tuned step
+    sizes adapts them), ``warmup_ends`` (the last burn-in step: pretraining prunes its
+    maps here), ``draw`` (the index of the collected draw this step gives, None for a
+    step between draws) of ``n_draws``, and ``anneal`` (the tempered window's length,
+    for :func:`dgdm_tf.mcmc.anneal.gamma_e_cap`); ``since``: the steps since the
+    previous draw (the end of burn-in for the first), this one included, during
+    collection (None before it)."""
+    t: int
+    total: int
+    phase: str
+    adapting: bool
+    warmup_ends: bool
+    draw: int | None
+    n_draws: int
+    anneal: int
+    since: int | None = None
+
+    @property
+    def collected(self) -> bool:
+        """This step's state is a collected draw."""
+        return self.draw is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A chain's schedule, owned by the driver, as ``tfp.mcmc.sample_chain`` owns
+    ``num_burnin_steps`` and ``num_steps_between_results``: ``burn_in`` steps, then
+    ``collect`` draws one every ``thin`` steps (the draw is the last step of each
+    ``thin``); the first ``anneal`` burn-in steps run at a tempered likelihood, and a
+    kernel's step sizes adapt over the first ``adapt`` steps (None: the burn-in)."""
+    burn_in: int = 0
+    collect: int = 0
+    thin: int = 1
+    anneal: int = 0
+    adapt: int | None = None
+
+    def __post_init__(self):
+        for name in ("burn_in", "collect", "thin", "anneal", "adapt"):
+            v = getattr(self, name)
+            if v is None and name == "adapt":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"Schedule.{name} must be an integer >= 0, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.thin < 1:
+            raise ValueError(f"Schedule.thin must be at least 1, got {self.thin}")
+        if self.anneal > self.burn_in:
+            raise ValueError(f"Schedule.anneal ({self.anneal}) must lie within the burn-in "
+                             f"({self.burn_in}): the tempered steps are burn-in steps")
+
+    @classmethod
+    def steps(cls, n: int) -> "Schedule":
+        """``n`` steps, none collected (an optimiser's iterations, a chain whose kernel
+        keeps what it needs in its state)."""
+        return cls(burn_in=n)
+
+    @property
+    def total(self) -> int:
+        """Steps in all: burn-in, then ``thin`` per collected draw."""
+        return self.burn_in + self.collect * self.thin
+
+    def at(self, t: int) -> Step:
+        """Step ``t`` (0-based) of this schedule."""
+        after = t + 1 - self.burn_in
+        draw = after // self.thin - 1 if after > 0 and after % self.thin == 0 else None
+        phase = "anneal" if t < self.anneal else "burn-in" if t < self.burn_in else "collect"
+        adapt = self.burn_in if self.adapt is None else self.adapt
+        return Step(t=t, total=self.total, phase=phase, adapting=t < adapt,
+                    warmup_ends=t + 1 == self.burn_in, draw=draw, n_draws=self.collect,
+                    anneal=self.anneal, since=(after - 1) % self.thin + 1 if after > 0 else None)
 
 
 class Kernel:
@@ -62,13 +139,18 @@ class Kernel:
         """Called once before the first step (``done`` steps already taken): compile the
         step, open the data stream, ..."""
 
-    def step(self, state, t: int) -> tuple[Any, dict, dict | None]:
-        """Step ``t`` (0-based): (new state, its trace row, the draw to add to the
-        collection sums or None)."""
+    def step(self, state, at: Step) -> tuple[Any, dict, dict | None]:
+        """Step ``at.t`` (its place in the schedule: :class:`Step`): (new state, its trace
+        row, the draw to add to the collection sums, None unless ``at.collected``)."""
         raise NotImplementedError
 
-    def report(self, rows: list[dict], total: int, sec_per_step: float) -> None:
-        """The progress line of ``rows[-1]`` and the trace file."""
+    def report(self, rows: list[dict], at: Step, sec_per_step: float) -> None:
+        """The progress line of ``rows[-1]`` (step ``at``) and the trace file."""
+
+    def finished(self, state) -> bool:
+        """Whether the chain has reached its end before the schedule's (an optimiser that
+        converged); the driver stops after this step. Never, by default."""
+        return False
 
     def agree(self, stop: bool) -> bool:
         """Whether any worker of a data-parallel chain asks to stop after this step (each
@@ -105,23 +187,40 @@ def _sigterm(say: Callable[[str], None]):
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-def run_chain(kernel: Kernel, total: int, checkpoint: Checkpoint, *,
+def run_chain(kernel: Kernel, schedule: Schedule, checkpoint: Checkpoint, *,
               say: Callable[[str], None] | None = None,
               stop_after: int | None = None,
               on_step: Callable[[int, Any], None] | None = None) -> ChainRun | None:
-    """Run ``kernel`` to ``total`` steps, from the checkpoint when it fits. Returns None
-    when ``stop_after`` steps (in all) end the run before ``total`` (used to test
-    resumption). ``on_step(t, state)``: called after step ``t`` (0-based) with its new
-    state, before that step's checkpoint is written (so what it records of the steps
-    since the last checkpoint is written again, the same, when a killed chain resumes);
-    it only reads the state, so the draws are unchanged. On SIGTERM: the step, its
-    checkpoint, then :class:`Terminated`."""
+    """Run ``kernel`` through ``schedule`` (:class:`Schedule`: burn-in, collection,
+    thinning, annealing), from the checkpoint when it fits; each step's place in the
+    schedule reaches the kernel as a :class:`Step`, and the draws it gives at the
+    collected steps are summed here. Returns None when ``stop_after`` steps (in all) end
+    the run before its end (used to test resumption). ``on_step(t, state)``: called after
+    step ``t`` (0-based) with its new state, before that step's checkpoint is written (so
+    what it records of the steps since the last checkpoint is written again, the same,
+    when a killed chain resumes); it only reads the state, so the draws are unchanged. On
+    SIGTERM: the step, its checkpoint, then :class:`Terminated`."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"run_chain takes a Schedule (burn-in, collect, thin), not "
+                        f"{type(schedule).__name__} {schedule!r}: for n steps with nothing "
+                        f"collected pass Schedule.steps(n)")
     say = say or (lambda _m: None)
     with _sigterm(say) as caught:
-        return _run(kernel, total, checkpoint, say, stop_after, on_step, caught)
+        return _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught)
 
 
-def _run(kernel, total, checkpoint, say, stop_after, on_step, caught) -> ChainRun | None:
+def run_in_memory(kernel: Kernel, schedule: Schedule, *,
+                  say: Callable[[str], None] | None = None) -> ChainRun:
+    """:func:`run_chain` without a checkpoint (a test-time chain, whose state is worth
+    nothing once the features are out): no file, no SIGTERM handling of its own (the
+    process's applies), ``kernel.arrays`` never called."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"run_in_memory takes a Schedule, not {type(schedule).__name__}")
+    return _run(kernel, schedule, Checkpoint(None, ""), say or (lambda _m: None), None, None, [])
+
+
+def _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught) -> ChainRun | None:
+    total = schedule.total
     saved = checkpoint.load(total, say)
     if saved is not None:
         try:
@@ -139,7 +238,7 @@ def _run(kernel, total, checkpoint, say, stop_after, on_step, caught) -> ChainRu
     if saved is None:
         done, rows, sums = 0, [], {}
         state = kernel.start()
-        if checkpoint.save_start:
+        if checkpoint.save_start and checkpoint.writes:
             checkpoint.save(0, rows, kernel.arrays(state), sums)
     else:
         done = int(saved[checkpoint.step_key])
@@ -148,21 +247,28 @@ def _run(kernel, total, checkpoint, say, stop_after, on_step, caught) -> ChainRu
     kernel.begin(state, done)
     t_start = time.time()
     for t in range(done, total):
-        state, row, draw = kernel.step(state, t)
+        at = schedule.at(t)
+        state, row, draw = kernel.step(state, at)
         if on_step is not None:
             on_step(t, state)
         rows.append(row)
         if draw is not None:
+            if not at.collected:
+                raise RuntimeError(f"{type(kernel).__name__} gave a draw at step {t + 1}, which "
+                                   f"its schedule does not collect ({schedule})")
             sums = draw if not sums else {k: sums[k] + draw[k] for k in sums}
-        kernel.report(rows, total, (time.time() - t_start) / (t + 1 - done))
-        stop = kernel.agree(bool(caught)) and t + 1 < total
-        if stop or (t + 1) % checkpoint.every == 0 or t + 1 == total:
+        kernel.report(rows, at, (time.time() - t_start) / (t + 1 - done))
+        end = t + 1 == total or kernel.finished(state)
+        stop = kernel.agree(bool(caught)) and not end
+        if checkpoint.writes and (stop or end or (t + 1) % checkpoint.every == 0):
             checkpoint.save(t + 1, rows, kernel.arrays(state), sums)
         if stop:
             late = f", {time.time() - caught[0]:.1f} s after the signal" if caught else ""
             say(f"SIGTERM: stopped after {checkpoint.step_key} {t + 1}/{total}{late}; "
                 f"checkpoint {checkpoint.path}; exit status {EXIT_TERMINATED}")
             raise Terminated()
-        if stop_after is not None and t + 1 >= stop_after and t + 1 < total:
+        if end:
+            break
+        if stop_after is not None and t + 1 >= stop_after:
             return None
-    return ChainRun(state=state, sums=sums, rows=rows, steps_here=total - done)
+    return ChainRun(state=state, sums=sums, rows=rows, steps_here=len(rows) - done)

@@ -58,12 +58,11 @@ class _BatchedKernel(Kernel):
 
     def __init__(self, x, model, options, *, bounds, store, seed, say, trace_path):
         o = options
-        self.total = o.sweeps
         self.x, self.model, self.bounds, self.store = x, model, bounds, store
         self.n, self.x_norm = len(x), float(np.linalg.norm(x))
-        self.seed, self.burn_in, self.thin, self.prune = seed, o.burn_in, o.thin, o.prune_min_usage
+        self.seed, self.prune = seed, o.prune_min_usage
         self.dict_init, self.start_with = o.dict_init, o.start
-        self.jit, self.anneal = o.jit_compile, (o.anneal_sweeps, o.anneal_ratio, o.anneal_start)
+        self.jit, self.anneal_ratio, self.anneal_start = o.jit_compile, o.anneal_ratio, o.anneal_start
         self.say, self.trace_path = say, trace_path
 
     def start(self):
@@ -108,16 +107,15 @@ class _BatchedKernel(Kernel):
     def begin(self, state, done):
         self.batch_fn = make_batch_step(self.model, self.jit)
         self.global_fn = make_global_step(self.model)
-        self.cap_start = self.anneal[2] * anneal.start_precision(self.x)
+        self.cap_start = self.anneal_start * anneal.start_precision(self.x)
 
-    def step(self, state, t):
-        glob, buffer = state
+    def step(self, state, at):
+        t, glob, buffer = at.t, *state
         model, x, bounds, store, total_n = self.model, self.x, self.bounds, self.store, self.n
         n_batches = len(bounds)
         t0 = time.time()
-        cap = anneal.gamma_e_cap(self.cap_start, t, self.anneal[0], self.anneal[1])
-        collecting = t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0
-        first_sample = collecting and t + 1 - self.burn_in == self.thin
+        cap = anneal.gamma_e_cap(self.cap_start, t, at.anneal, self.anneal_ratio)
+        collecting, first_sample = at.collected, at.draw == 0
         sums = {}  # batch b's collection sums, from its read to its write
 
         def read(b):
@@ -136,7 +134,7 @@ class _BatchedKernel(Kernel):
                 out["acc_x_next"] = expected if first_sample else acc_b["acc_x_next"] + expected
                 out["acc_gamma_e"] = (out["gamma_e"] if first_sample
                                       else acc_b["acc_gamma_e"] + out["gamma_e"])
-            else:  # carried to the next collected sweep (thin > 1)
+            else:  # carried to the next collected sweep
                 out.update(acc_b)
             store.write(1 - buffer, b, out)
 
@@ -144,25 +142,24 @@ class _BatchedKernel(Kernel):
 
         def progress(b):
             if n_batches > 1 and time.time() - last_say[0] > 30:
-                self.say(f"sweep {t + 1}/{self.total}: batch {b + 1}/{n_batches}")
+                self.say(f"sweep {t + 1}/{at.total}: batch {b + 1}/{n_batches}")
                 last_say[0] = time.time()
 
         glob, st = batched_sweep(glob, n_batches, read, write, model, self.batch_fn,
                                   self.global_fn, progress)
         buffer = 1 - buffer
         sec = time.time() - t0
-        phase = "anneal" if cap is not None else "burn-in" if t < self.burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", glob.d)
         check_finite(f"the images' log-likelihood after sweep {t + 1}", st.log_lik)
         used = np.asarray(st.used) / (model.geom.n_valid_blocks() * total_n)
         # the residual and log-likelihood after the (z, W) step, before D moved
-        row = {"sweep": t + 1, "phase": phase, "n_dict": model.geom.k,
+        row = {"sweep": t + 1, "phase": at.phase, "n_dict": model.geom.k,
                "log_lik": float(st.log_lik),
                "rel_residual": float(np.sqrt(st.sq_resid) / max(self.x_norm, 1e-30)),
                "active_frac": float(np.mean(used)), "gamma_e_mean": float(st.sum_gamma_e / total_n),
                "gamma_w": float(glob.gamma_w), "seconds": sec}
         assert set(row) == set(TRACE_COLUMNS)
-        keep_local = maps_to_keep(used, self.prune, self.say) if t + 1 == self.burn_in else None
+        keep_local = maps_to_keep(used, self.prune, self.say) if at.warmup_ends else None
         if keep_local is not None:  # the batch files follow when next read
             glob = glob._replace(d=tf.gather(glob.d, keep_local, axis=3))
             self.model = LayerModel(model.geom.with_k(int(keep_local.size)), model.hyper,
@@ -176,8 +173,8 @@ class _BatchedKernel(Kernel):
                       "count": np.array(1.0)}
         return (glob, buffer), row, sample
 
-    def report(self, rows, total, sec_per_step):
-        report_sweep(self.say, rows, self.trace_path, total, sec_per_step,
+    def report(self, rows, at, sec_per_step):
+        report_sweep(self.say, rows, self.trace_path, at.total, sec_per_step,
                      extra=f" batches={len(self.bounds)}")
 
 
@@ -204,7 +201,7 @@ def run_batched_layer(x: np.ndarray, model: LayerModel, options: PretrainOptions
                     resumed="resuming from the batched state at sweep {done}/{total} ({path})",
                     stale="batched state {path} is from different inputs or settings; "
                           "starting afresh", save_start=True)
-    run = run_chain(kernel, total, ck, say=say,
+    run = run_chain(kernel, o.schedule, ck, say=say,
                     stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None

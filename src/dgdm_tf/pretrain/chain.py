@@ -94,16 +94,16 @@ def usage(state: PretrainState, model: LayerModel) -> np.ndarray:
 
 class _PretrainKernel(Kernel):
     """One layer's Gibbs sweep (:func:`dgdm_tf.pretrain.kernel.make_sweep_fn`) for
-    :func:`dgdm_tf.mcmc.driver.run_chain`; it prunes the maps at the end of burn-in, so
-    the model and the kept maps are its own, and caps gamma_e over the tempered sweeps."""
+    :func:`dgdm_tf.mcmc.driver.run_chain`; it prunes the maps at the step its schedule
+    marks ``warmup_ends``, so the model and the kept maps are its own, and caps gamma_e over the tempered sweeps."""
 
     def __init__(self, x, model, options, *, seed, say, trace_path):
         o = options
         self.x, self.x_tf, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.model, self.kept = model, np.arange(model.geom.k)
-        self.seed, self.burn_in, self.thin, self.prune = seed, o.burn_in, o.thin, o.prune_min_usage
+        self.seed, self.prune = seed, o.prune_min_usage
         self.dict_init, self.start_with, self.jit = o.dict_init, o.start, o.jit_compile
-        self.anneal = (o.anneal_sweeps, o.anneal_ratio, o.anneal_start)
+        self.anneal_ratio, self.anneal_start = o.anneal_ratio, o.anneal_start
         self.say, self.trace_path = say, trace_path
 
     def start(self):
@@ -131,34 +131,33 @@ class _PretrainKernel(Kernel):
 
     def begin(self, state, done):
         self.sweep_fn = make_sweep_fn(self.model, jit_compile=self.jit, return_expected_pool=True)
-        self.cap_start = self.anneal[2] * anneal.start_precision(self.x)
+        self.cap_start = self.anneal_start * anneal.start_precision(self.x)
 
-    def step(self, state, t):
-        t0 = time.time()
-        cap = anneal.gamma_e_cap(self.cap_start, t, self.anneal[0], self.anneal[1])
+    def step(self, state, at):
+        t, t0 = at.t, time.time()
+        cap = anneal.gamma_e_cap(self.cap_start, t, at.anneal, self.anneal_ratio)
         state, expected = (self.sweep_fn(state, self.x_tf) if cap is None
                            else self.sweep_fn(state, self.x_tf, tf.constant(cap)))
         sec = time.time() - t0
-        phase = "anneal" if cap is not None else "burn-in" if t < self.burn_in else "collect"
         check_finite(f"D after sweep {t + 1}", state.d)
         check_finite(f"gamma_e after sweep {t + 1}", state.gamma_e)
         used = usage(state, self.model)
-        row = _trace_row(t + 1, phase, state, self.model, self.x_norm, sec, used)
-        keep_local = maps_to_keep(used, self.prune, self.say) if t + 1 == self.burn_in else None
+        row = _trace_row(t + 1, at.phase, state, self.model, self.x_norm, sec, used)
+        keep_local = maps_to_keep(used, self.prune, self.say) if at.warmup_ends else None
         if keep_local is not None:
             state, self.model = prune_state(state, self.model, keep_local)
             self.kept = np.asarray(self.kept)[keep_local]
             self.sweep_fn = make_sweep_fn(self.model, jit_compile=self.jit,
                                           return_expected_pool=True)
         sample = None
-        if t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0:
+        if at.collected:
             sample = {"d": np.asarray(state.d), "x_next": np.asarray(expected),
                       "usage": used, "gamma_e": np.asarray(state.gamma_e),
                       "gamma_w": np.asarray(state.gamma_w), "count": np.array(1.0)}
         return state, row, sample
 
-    def report(self, rows, total, sec_per_step):
-        report_sweep(self.say, rows, self.trace_path, total, sec_per_step)
+    def report(self, rows, at, sec_per_step):
+        report_sweep(self.say, rows, self.trace_path, at.total, sec_per_step)
 
 
 def run_pretrain_layer(x: np.ndarray, layer: Layer, options: PretrainOptions, *, seed: int,
@@ -221,7 +220,7 @@ def run_pretrain_layer(x: np.ndarray, layer: Layer, options: PretrainOptions, *,
     kernel = _PretrainKernel(x, model, o, seed=seed, say=say,
                              trace_path=None if checkpoint is None else checkpoint.trace_path)
     ck = Checkpoint(ckdir / "checkpoint.npz" if ckdir else None, fp, every=o.checkpoint_every)
-    run = run_chain(kernel, o.sweeps, ck, say=say,
+    run = run_chain(kernel, o.schedule, ck, say=say,
                     stop_after=None if checkpoint is None else checkpoint.stop_after)
     if run is None:
         return None

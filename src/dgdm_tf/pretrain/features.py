@@ -23,11 +23,32 @@ from dgdm_tf.mcmc import anneal
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.layout import LayerGeometry
 from dgdm_tf.mcmc.diagnostics import map_distance
+from dgdm_tf.mcmc.driver import Kernel, run_in_memory
 from dgdm_tf.pretrain.kernel import make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
 from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from dgdm_tf.pretrain.options import FeatureOptions, Pretrained
 from dgdm_tf.pretrain.ridge_start import ridge_start
+
+
+class _FeatureKernel(Kernel):
+    """One batch's chain with D and gamma_w held, for
+    :func:`dgdm_tf.mcmc.driver.run_in_memory`: a sweep of its local state (gamma_e
+    capped over the tempered steps), whose draw is the sweep's Rao-Blackwellised pooled
+    maps (``x_next``)."""
+
+    def __init__(self, sweep_fn, start, xt, cap_start, anneal_ratio):
+        self.sweep_fn, self.first, self.xt = sweep_fn, start, xt
+        self.cap_start, self.anneal_ratio = cap_start, anneal_ratio
+
+    def start(self):
+        return self.first
+
+    def step(self, state, at):
+        cap = anneal.gamma_e_cap(self.cap_start, at.t, at.anneal, self.anneal_ratio)
+        state, expected = (self.sweep_fn(state, self.xt) if cap is None
+                           else self.sweep_fn(state, self.xt, tf.constant(cap)))
+        return state, {}, {"x_next": np.asarray(expected)} if at.collected else None
 
 
 def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, seed: int,
@@ -74,7 +95,7 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
     colours = [(a, b) for a in range(geom.gh) for b in range(geom.gw)]
     sums = np.zeros((2, n, geom.nbh, geom.nbw, geom.k), np.float64)  # even, odd chains
     t0 = time.time()
-    chains, batch_size, burn_in, collect = o.chains, o.batch_size, o.burn_in, o.collect
+    chains, batch_size, collect = o.chains, o.batch_size, o.collect
     for ch in range(chains):
         order = o.colour_order
         if ch > 0 and o.scan == "fixed":
@@ -101,13 +122,9 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
                 st = ridge_start(st, xt, lm, o.start,
                                  random.fold(bseed, "pretrain_start"),
                                  fixed_gamma_w=True)
-            acc = np.zeros((nb, geom.nbh, geom.nbw, geom.k), np.float32)
-            cap_start = o.anneal_start * anneal.start_precision(xb)
-            for t in range(o.sweeps):
-                cap = anneal.gamma_e_cap(cap_start, t, o.anneal_sweeps, o.anneal_ratio)
-                st, expected = fns[nb](st, xt) if cap is None else fns[nb](st, xt, tf.constant(cap))
-                if t >= burn_in:
-                    acc += np.asarray(expected)
+            kernel = _FeatureKernel(fns[nb], st, xt, o.anneal_start * anneal.start_precision(xb),
+                                    o.anneal_ratio)
+            acc = run_in_memory(kernel, o.schedule).sums["x_next"]
             check_finite(f"layer {layer_index + 1} features", acc)
             sums[ch % 2, b0: b0 + nb] += acc / collect
             done = ch * n + b0 + nb

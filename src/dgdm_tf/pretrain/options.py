@@ -11,6 +11,7 @@ import numpy as np
 
 from dgdm_tf.core.compiled import per_layer
 from dgdm_tf.core.options import options
+from dgdm_tf.mcmc.driver import Schedule
 from dgdm_tf.pretrain.ridge_start import RidgeStart
 
 
@@ -152,9 +153,16 @@ class PretrainOptions(_LayerChain):
                              "set burn_in >= 1 (or prune_min_usage: 0)")
 
     @property
+    def schedule(self) -> Schedule:
+        """The chain's schedule for the driver: burn-in (its first ``anneal_sweeps``
+        tempered), then ``collect`` draws one every ``thin``."""
+        return Schedule(burn_in=self.burn_in, collect=self.collect, thin=self.thin,
+                        anneal=self.anneal_sweeps)
+
+    @property
     def sweeps(self) -> int:
         """Sweeps of a layer's chain: burn-in, then one every ``thin`` per collected draw."""
-        return self.burn_in + self.collect * self.thin
+        return self.schedule.total
 
 
 @options("dataset.features", other={
@@ -186,6 +194,12 @@ class FeatureOptions(_LayerChain):
             raise ValueError("colour_order is the fixed scan's order: pass scan='fixed' with it")
 
     @property
+    def schedule(self) -> Schedule:
+        """Each chain's schedule: burn-in (its first ``anneal_sweeps`` tempered), then
+        one draw a sweep."""
+        return Schedule(burn_in=self.burn_in, collect=self.collect, anneal=self.anneal_sweeps)
+
+    @property
     def sweeps(self) -> int:
         """Sweeps of each chain: burn-in, then one per collected draw."""
-        return self.burn_in + self.collect
+        return self.schedule.total

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dgdm_tf.mcmc.driver import Schedule
 from dgdm_tf.core.options import options
 
 #: how EM's linear solves are done (:func:`dgdm_tf.supervised.svm_cg.em_solver_for`)
@@ -70,6 +71,11 @@ class SvmOptions:
         object.__setattr__(self, "sample_gamma", bool(self.sample_gamma))
 
     @property
+    def schedule(self) -> Schedule:
+        """The Gibbs sampler's schedule: burn-in, then ``collect`` samples one every ``thin``."""
+        return Schedule(burn_in=self.burn_in, collect=self.collect, thin=self.thin)
+
+    @property
     def sweeps(self) -> int:
         """Gibbs sweeps: burn-in, then one every ``thin`` per collected sample."""
-        return self.burn_in + self.collect * self.thin
+        return self.schedule.total

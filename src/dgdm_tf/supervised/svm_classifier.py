@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
+from dgdm_tf.mcmc.driver import Kernel, run_in_memory
 from dgdm_tf.supervised.options import SvmOptions
 from dgdm_tf.supervised.svm_cg import em_solver_for, em_step_cg
 from dgdm_tf.supervised.svm_em import em_first_step, em_update_beta
@@ -58,6 +59,31 @@ def _gibbs_sweep(c: int, f: int, *, laplace: bool, sample_gamma: bool, bias_var:
         return beta, omega_w, kappa, gamma
 
     return sweep
+
+
+class _GibbsFit(Kernel):
+    """The SVM's Gibbs sampler (:func:`_gibbs_sweep`) for
+    :func:`dgdm_tf.mcmc.driver.run_in_memory`. State: (beta, omega_w, kappa, gamma, the
+    collected betas, gammas and kappas); each sweep is recorded in ``svm.trace``."""
+
+    def __init__(self, svm, sweep, start, base, data):
+        self.svm, self.sweep, self.first, self.base, self.data = svm, sweep, start, base, data
+
+    def start(self):
+        return self.first
+
+    def step(self, state, at):
+        beta, omega_w, kappa, gamma, kept_b, kept_g, kept_k = state
+        s, y, lab = self.data
+        t0, it = time.perf_counter(), at.t + 1
+        beta, omega_w, kappa, gamma = self.sweep(beta, omega_w, kappa, gamma,
+                                                 tf.constant(it, tf.int64), self.base, s, y)
+        # the SVM's trace spells its phases as identifiers
+        self.svm._record(it, at.phase.replace("-", "_"), beta, s, y, lab, float(gamma), kappa.numpy(), t0)
+        if at.collected:
+            kept_b, kept_g, kept_k = (kept_b + [beta.numpy()], kept_g + [float(gamma)],
+                                      kept_k + [kappa.numpy()])
+        return (beta, omega_w, kappa, gamma, kept_b, kept_g, kept_k), {}, None
 
 
 class BayesianSVM:
@@ -272,22 +298,10 @@ class BayesianSVM:
         sweep = _gibbs_sweep(c, f, laplace=laplace, sample_gamma=o.sample_gamma,
                              bias_var=o.bias_var, a_kappa=o.a_kappa, b_kappa=o.b_kappa,
                              a_gamma=o.a_gamma, b_gamma=o.b_gamma)
-        beta = tf.zeros((c, f + 1), DTYPE)
-        kappa = tf.fill([c], f64(o.kappa))
-        omega_w = tf.fill([c, f], f64(1.0 / o.kappa if laplace else 1.0 / o.ridge))
-        gamma = f64(o.gamma)
-        total = o.sweeps
-        kept_b, kept_g, kept_k = [], [], []
-        for it in range(1, total + 1):
-            t0 = time.perf_counter()
-            beta, omega_w, kappa, gamma = sweep(beta, omega_w, kappa, gamma,
-                                                tf.constant(it, tf.int64), base, s, y)
-            phase = "burn_in" if it <= o.burn_in else "collect"
-            self._record(it, phase, beta, s, y, lab, float(gamma), kappa.numpy(), t0)
-            if it > o.burn_in and (it - o.burn_in) % o.thin == 0:
-                kept_b.append(beta.numpy())
-                kept_g.append(float(gamma))
-                kept_k.append(kappa.numpy())
+        first = (tf.zeros((c, f + 1), DTYPE), tf.fill([c, f], f64(1.0 / o.kappa if laplace else 1.0 / o.ridge)),
+                 tf.fill([c], f64(o.kappa)), f64(o.gamma), [], [], [])
+        kernel = _GibbsFit(self, sweep, first, base, (s, y, lab))
+        _b, _w, _k, _g, kept_b, kept_g, kept_k = run_in_memory(kernel, o.schedule).state
         self.betas = np.stack(kept_b)
         self.gammas = np.array(kept_g)
         self.kappas = np.stack(kept_k)

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.shards import concat_parts, image_range
+from dgdm_tf.mcmc.driver import Kernel, Schedule, run_in_memory
 from dgdm_tf.topdown.options import Start, TopdownOptions
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.sweep import make_sweep_fn
@@ -41,6 +42,43 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
             d = d[:, :, perms[l - 1], :]
         out.append(np.ascontiguousarray(d))
     return out
+
+
+class _TopdownKernel(Kernel):
+    """One chain of one batch with every dictionary held, for
+    :func:`dgdm_tf.mcmc.driver.run_in_memory`. Its state: (the model's state, the running
+    sums of the collected draws' top features, reconstruction and layer 1's pooled
+    output, the chain's kept draws). The sums start where the batch's earlier chains left
+    them, so a batch's chains add into one sum in one order. ``back``: the chain's maps
+    back to the given order (top layer, layer 1)."""
+
+    def __init__(self, sweep_fn, start, xt, mask, model, unseen, *, back, keep_draws):
+        self.sweep_fn, self.first, self.xt, self.mask = sweep_fn, start, xt, mask
+        self.model, self.unseen, self.keep_draws = model, unseen, keep_draws
+        self.back_top, self.back_l1 = back
+
+    def start(self):
+        return self.first
+
+    def step(self, state, at):
+        st, (f_acc, r_acc, l1_acc), drawn = state
+        before = st  # the unpooling the top units were drawn against, its theta
+        st, stats = self.sweep_fn(st, self.xt) if self.mask is None else \
+            self.sweep_fn(st, self.xt, self.mask)
+        if at.collected:
+            model, nb = self.model, int(self.xt.shape[0])
+            ex = stats["expected_top"]
+            f_t = np.asarray(ex)[..., self.back_top].reshape(nb, -1)
+            f_acc = f_acc + f_t
+            if self.keep_draws:
+                drawn = drawn + [f_t.astype(np.float32)]
+            zd = [soft_indicators(z, g, None if u is None else tf.exp(lt), u)
+                  for z, lt, u, g in zip(before.z, before.log_theta, self.unseen, model.geoms[:-1])]
+            xs = layer_inputs(ex, model, st.d, zd)
+            r_acc = r_acc + np.asarray(xs[0])
+            # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
+            l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., self.back_l1]
+        return (st, (f_acc, r_acc, l1_acc), drawn), {}, None
 
 
 def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed: int, mask=None,
@@ -87,7 +125,7 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
     chain draws its own orders, sweep by sweep, and the permuted maps only relabel them.
     """
     o, dictionaries = options, start.dictionaries
-    burn_in, collect, batch_size, chains = int(o.burn_in), int(o.collect), int(o.batch_size), int(o.chains)
+    collect, batch_size, chains = int(o.collect), int(o.batch_size), int(o.chains)
     keep_chains, keep_draws, top_start = o.keep_chains, o.keep_draws, o.ridge_start
     x = np.asarray(x, np.float32)
     if mask is not None:
@@ -118,32 +156,20 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             fns[nb] = make_sweep_fn(model, mask_given=mask is not None, update_globals=False)
         bseed = random.fold(random.salted(seed, "topdown_batch", tf.int32), b0 // batch_size)
         xt = tf.constant(xb)
-        f_acc = r_acc = l1_acc = 0.0
-        f_chain, d_chain = [], []
+        acc, f_chain, d_chain = (0.0, 0.0, 0.0), [], []
         for c in range(int(chains)):
-            f_before = f_acc
+            f_before = acc[0]
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
             st = init_state(xb, model, dicts[c], cseed, gamma_e_init=start.gamma_e_init,
                             gamma_s_init=start.gamma_s_init, mask=mb, start=top_start)
-            back_top = np.argsort(perms[c][-1])  # the chain's maps -> the given order
-            back_l1 = np.argsort(perms[c][0])
-            for t in range(burn_in + collect):
-                before = st  # the unpooling the top units were drawn against, its theta
-                st, stats = fns[nb](st, xt) if mb is None else fns[nb](st, xt, mb)
-                if t >= burn_in:
-                    ex = stats["expected_top"]
-                    f_t = np.asarray(ex)[..., back_top].reshape(nb, -1)
-                    f_acc = f_acc + f_t
-                    if keep_draws:
-                        d_chain.append(f_t.astype(np.float32))
-                    zd = [soft_indicators(z, g, None if u is None else tf.exp(lt), u)
-                          for z, lt, u, g in zip(before.z, before.log_theta, unseen, lower)]
-                    xs = layer_inputs(ex, model, st.d, zd)
-                    r_acc = r_acc + np.asarray(xs[0])
-                    # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
-                    l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., back_l1]
+            kernel = _TopdownKernel(fns[nb], (st, acc, []), xt, mb, model, unseen,
+                                    back=(np.argsort(perms[c][-1]), np.argsort(perms[c][0])),
+                                    keep_draws=keep_draws)
+            _st, acc, drawn = run_in_memory(kernel, o.schedule).state
+            d_chain += drawn
             if keep_chains:
-                f_chain.append(((f_acc - f_before) / collect).astype(np.float32))
+                f_chain.append(((acc[0] - f_before) / collect).astype(np.float32))
+        f_acc, r_acc, l1_acc = acc
         n_draws = collect * int(chains)
         check_finite("top-down features", f_acc)
         feats.append((f_acc / n_draws).astype(np.float32))
@@ -172,28 +198,40 @@ def gather_topdown(parts: Sequence[dict]) -> dict:
     return concat_parts(parts, {"chain_features": 1, "draws": 2})
 
 
-def chain_states(x: np.ndarray, dictionaries: Sequence[np.ndarray], layers: Sequence[dict], *, seed,
-                 sweeps: Sequence[int], gamma_s: float, gamma_e_init: float | None = None,
-                 hyper: dict | None = None, scan: str = "fixed", start=None) -> tuple[DeepModel, dict]:
-    """One chain of :func:`infer_topdown`'s kind on all of ``x`` at once (every
-    dictionary and gamma_s held), from stateless ``seed`` (a shape-(2,) seed): returns
-    (model, {t: the state after t sweeps} for each t in ``sweeps``). For the diagnostics
-    that score the states themselves (:mod:`dgdm_tf.topdown.evidence`) rather than
-    average them."""
+class _StatesKernel(Kernel):
+    """Sweeps of one chain that keep its state after each sweep count of ``keep``
+    (state: (the model's state, {sweeps: state})), for
+    :func:`dgdm_tf.mcmc.driver.run_in_memory`."""
+
+    def __init__(self, sweep_fn, start, x, keep):
+        self.sweep_fn, self.first, self.x, self.keep = sweep_fn, start, x, keep
+
+    def start(self):
+        return self.first, ({0: self.first} if 0 in self.keep else {})
+
+    def step(self, state, at):
+        st, kept = state
+        st, _ = self.sweep_fn(st, self.x)
+        return (st, {**kept, at.t + 1: st} if at.t + 1 in self.keep else kept), {}, None
+
+
+def chain_states(x: np.ndarray, start: Start, *, seed, sweeps: Sequence[int], scan: str = "fixed",
+                 top_start=None) -> tuple[DeepModel, dict]:
+    """One chain of :func:`infer_topdown`'s kind on all of ``x`` at once, every dictionary
+    of ``start`` (:class:`Start`) and its gamma_s (``gamma_s_init``) held, from stateless
+    ``seed`` (a shape-(2,) seed), the top layer started by ``top_start``: returns (model,
+    {t: the state after t sweeps} for each t in ``sweeps``). For the diagnostics that
+    score the states themselves (:mod:`dgdm_tf.topdown.evidence`) rather than average
+    them."""
     x = np.asarray(x, np.float32)
     check_finite("inference input x", x)
-    model = DeepModel(x.shape[1:], layers, hyper, scan=scan).with_ks(
-        [int(np.shape(d)[-1]) for d in dictionaries])
-    st = init_state(x, model, dictionaries, seed, gamma_e_init=gamma_e_init, gamma_s_init=gamma_s, start=start)
-    fn = make_sweep_fn(model, update_globals=False)
-    xt = tf.constant(x)
+    model = DeepModel(x.shape[1:], start.layers, start.hyper, scan=scan).with_ks(
+        [int(np.shape(d)[-1]) for d in start.dictionaries])
+    st = init_state(x, model, start.dictionaries, seed, gamma_e_init=start.gamma_e_init,
+                    gamma_s_init=start.gamma_s_init, start=top_start)
     keep = {int(t) for t in sweeps}
-    out = {0: st} if 0 in keep else {}
-    for t in range(1, max(keep, default=0) + 1):
-        st, _ = fn(st, xt)
-        if t in keep:
-            out[t] = st
-    return model, out
+    kernel = _StatesKernel(make_sweep_fn(model, update_globals=False), st, tf.constant(x), keep)
+    return model, run_in_memory(kernel, Schedule.steps(max(keep, default=0))).state[1]
 
 
 def missing_mask(shape, kind: str, *, fraction: float = 0.5, block: int = 8, seed: int = 0) -> np.ndarray:

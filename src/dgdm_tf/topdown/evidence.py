@@ -24,6 +24,7 @@ import tensorflow as tf
 from dgdm_tf.core import random
 from dgdm_tf.core.model import DeepModel, layer_inputs, unseen_blocks
 from dgdm_tf.topdown.chain import chain_states
+from dgdm_tf.topdown.options import Start
 from dgdm_tf.topdown.state import DeepState, dense_z, take_images
 
 #: log gamma_e from 1e-2 to 1e9; the integrand's width in log gamma_e is about
@@ -154,9 +155,10 @@ def posterior_gain(x, dictionaries, layers, *, seed: int, sweeps: int, more_swee
     chain run on leaves it for far more probable states."""
     x = np.asarray(x, np.float32)
     first, last = int(sweeps), int(sweeps) + int(more_sweeps)
-    model, states = chain_states(x, dictionaries, layers, seed=random.salted(seed, "posterior_check", tf.int32),
-                                 sweeps=[first, last], gamma_s=gamma_s, gamma_e_init=gamma_e_init, hyper=hyper,
-                                 scan=scan, start=start)
+    held = Start(dictionaries=dictionaries, layers=layers, hyper=hyper, gamma_e_init=gamma_e_init,
+                 gamma_s_init=gamma_s)
+    model, states = chain_states(x, held, seed=random.salted(seed, "posterior_check", tf.int32),
+                                 sweeps=[first, last], scan=scan, top_start=start)
     scores = [collapsed_log_prob(states[t], x, model) for t in (first, last)]
     on = [float(np.mean(np.asarray(states[t].on))) for t in (first, last)]
     gain = scores[1] - scores[0]

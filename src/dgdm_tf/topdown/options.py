@@ -12,6 +12,7 @@ import numpy as np
 
 from dgdm_tf.core.options import options
 from dgdm_tf.mcmc.diagnostics import SETTLE_TOLERANCE
+from dgdm_tf.mcmc.driver import Schedule
 from dgdm_tf.pretrain.ridge_start import RidgeStart
 from dgdm_tf.supervised.joint_svm import SvmHyper
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
@@ -61,9 +62,15 @@ class _Chain:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
 
     @property
+    def schedule(self) -> Schedule:
+        """A chain's schedule: burn-in (the HMC step sizes adapt over it), then
+        ``collect`` draws one every ``thin`` sweeps."""
+        return Schedule(burn_in=self.burn_in, collect=self.collect, thin=self.thin)
+
+    @property
     def sweeps(self) -> int:
         """Sweeps of a chain: burn-in, then one every ``thin`` for each collected draw."""
-        return self.burn_in + self.collect * self.thin
+        return self.schedule.total
 
     @property
     def distribute(self) -> bool:
@@ -144,8 +151,13 @@ class TopdownOptions:
         return RidgeStart.from_config(self.start) if isinstance(self.start, dict) else self.start
 
     @property
+    def schedule(self) -> Schedule:
+        """Each chain's schedule: burn-in, then one draw a sweep."""
+        return Schedule(burn_in=int(self.burn_in), collect=int(self.collect))
+
+    @property
     def sweeps(self) -> int:
-        return int(self.burn_in) + int(self.collect)
+        return self.schedule.total
 
 
 @options("dataset.inpaint", other={

@@ -147,13 +147,13 @@ class _RefineKernel(Kernel):
     :func:`dgdm_tf.mcmc.driver.run_chain`. State: (the model's state, the SVM's state or
     None, the kept models). With labels (``y``) the SVM starts after the first sweep."""
 
-    def __init__(self, x, dictionaries, model, *, seed, burn_in, thin, gamma_e_init,
+    def __init__(self, x, dictionaries, model, *, seed, gamma_e_init,
                  gamma_s_init, n_leapfrog, power_iterations, chunk, y, n_classes, shyper,
                  svm_warmup, svm_average, keep, say, trace_path, team):
         self.team = team
         self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.dictionaries, self.model, self.seed = dictionaries, model, seed
-        self.burn_in, self.thin, self.n_leapfrog, self.chunk = burn_in, thin, n_leapfrog, chunk
+        self.n_leapfrog, self.chunk = n_leapfrog, chunk
         self.power_iterations = power_iterations
         self.gamma_e_init, self.gamma_s_init = gamma_e_init, gamma_s_init
         self.y, self.n_classes, self.shyper = y, n_classes, shyper
@@ -193,7 +193,7 @@ class _RefineKernel(Kernel):
         return arrs
 
     def begin(self, chain_state, done):
-        # one compiled sweep for burn-in and collection (the adaptation flag is an argument)
+        # one compiled sweep for every step (the adaptation flag is an argument)
         hmc = dict(n_leapfrog=self.n_leapfrog, power_iterations=self.power_iterations)
         self.sweep_fn = make_sweep_fn(self.model, adapt="argument", chunk=self.chunk, **hmc)
         if self.supervised:
@@ -202,13 +202,12 @@ class _RefineKernel(Kernel):
                                         chunk=self.chunk, **hmc)
             self.svm_scan = deep_svm.make_svm_scan(shyper, steps=1)
 
-    def step(self, chain_state, t):
+    def step(self, chain_state, at):
         state, svm, samples = chain_state
-        xt, y, shyper, seed = self.xt, self.y, self.shyper, self.seed
+        xt, y, shyper, seed, t = self.xt, self.y, self.shyper, self.seed, at.t
         t0 = time.time()
-        phase = "burn-in" if t < self.burn_in else "collect"
         if svm is None:
-            state, stats = self.sweep_fn(state, xt, tf.constant(phase == "burn-in"))
+            state, stats = self.sweep_fn(state, xt, tf.constant(at.adapting))
             if self.supervised:  # the SVM starts after the first sweep, standardised by it
                 mean, std = deep_svm.standardisation(stats["expected_top"], scale=shyper.scale)
                 svm = deep_svm.init_svm(self.n_classes, mean, std, len(self.x), shyper)
@@ -217,20 +216,20 @@ class _RefineKernel(Kernel):
                                                 random.salted(seed, "refine_svm_start"),
                                                 steps=self.svm_warmup)
         else:
-            state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(phase == "burn-in"))
+            state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(at.adapting))
             check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
         sec = time.time() - t0
         for l, d in enumerate(state.d):
             check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
         check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
-        row = _trace_row(t + 1, phase, state, xt, self.model, self.x_norm, stats, sec,
+        row = _trace_row(t + 1, at.phase, state, xt, self.model, self.x_norm, stats, sec,
                          svm=svm, y=y, svm_hyper=shyper, d_start=self.d_start)
         sample = None
-        if t + 1 > self.burn_in and (t + 1 - self.burn_in) % self.thin == 0:
+        if at.collected:
             sample = _averages(state, self.model)
             sample["features"] = np.asarray(stats["expected_top"]).reshape(len(self.x), -1)
             sample["count"] = np.array(1.0)
-            if self.supervised and (t + 1 - self.burn_in) // self.thin - 1 in self.keep:
+            if self.supervised and at.draw in self.keep:
                 # a model to predict with: its dictionaries and beta
                 beta = np.asarray(svm.beta)
                 if self.svm_average > 0:
@@ -246,8 +245,8 @@ class _RefineKernel(Kernel):
         # every worker's SIGTERM flag, gathered after every sweep, so all leave after one
         return bool(tf.reduce_any(cluster.all_gather(tf.constant(stop), self.team.count)))
 
-    def report(self, rows, total, sec_per_step):
-        row = rows[-1]
+    def report(self, rows, at, sec_per_step):
+        row, total = rows[-1], at.total
         sup = (f" SVM train error {row['svm_train_error']:.4f}"
                if self.supervised and not np.isnan(row["svm_train_error"]) else "")
         self.say(f"refine sweep {row['sweep']}/{total} ({row['phase']}) log joint "
@@ -377,8 +376,7 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
             Path(trace_path).with_name(f"{Path(trace_path).stem}_chain{c}{Path(trace_path).suffix}")
         ck_dir = None if checkpoint is None else Path(checkpoint.dir) / (f"chain{c}" if c else "")
         seed_c = random.chain_seed(seed, "refine_chains", c)
-        kernel = _RefineKernel(x, dictionaries, model, seed=seed_c, burn_in=o.burn_in, thin=o.thin,
-                               gamma_e_init=start.gamma_e_init, gamma_s_init=start.gamma_s_init,
+        kernel = _RefineKernel(x, dictionaries, model, seed=seed_c, gamma_e_init=start.gamma_e_init, gamma_s_init=start.gamma_s_init,
                                n_leapfrog=o.n_leapfrog, power_iterations=o.power_iterations,
                                chunk=chunk, y=y if supervised else None,
                                n_classes=n_classes, shyper=shyper if supervised else None,
@@ -389,7 +387,7 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
                         fp if c == 0 else fingerprint(parent=fp, chain=c),
                         every=o.checkpoint_every, write=team.chief,
                         resumed="resuming refinement from checkpoint at sweep {done}/{total} ({path})")
-        run = run_chain(kernel, total, ck, say=say_c,
+        run = run_chain(kernel, o.schedule, ck, say=say_c,
                         stop_after=None if checkpoint is None else checkpoint.stop_after,
                         on_step=on_step if c == 0 else None)
         if run is None:
