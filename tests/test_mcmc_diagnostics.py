@@ -270,3 +270,17 @@ def test_trace_settlement_names_the_drifting_scalars_and_computes_split_rhat():
         mixing.trace_settlement([{"a": lj}, {"b": lj}], collected=collected)
     with pytest.raises(ValueError, match="sweeps traced"):
         mixing.trace_settlement([{"a": lj}], collected=collected[:10])
+
+
+def test_pooled_traces_are_the_per_image_means_of_each_chain():
+    """Batches of 3 and 1 images, 2 chains, 2 scalars, 5 sweeps: chain c's trace is its
+    sums over the batches divided by the 4 images; a wrong shape is refused by name."""
+    from dgdm_tf.mcmc.diagnostics import pooled_traces
+
+    rng = np.random.default_rng(0)
+    sums = rng.normal(size=(2, 2, 2, 5))
+    out = pooled_traces(sums, [3, 1], ["a", "b"])
+    assert len(out) == 2 and list(out[0]) == ["a", "b"]
+    np.testing.assert_allclose(out[1]["b"], (sums[0, 1, 1] + sums[1, 1, 1]) / 4, rtol=1e-15)
+    with pytest.raises(ValueError, match=r"trace_sums must be \(batches=2, chains, 3, sweeps\)"):
+        pooled_traces(sums, [3, 1], ["a", "b", "c"])

@@ -101,6 +101,15 @@ def test_chains_are_seeded_and_validated():
     a = layer_features(x, d, 2, 0, chains=3, stats=st, **kw)
     np.testing.assert_array_equal(a, layer_features(x, d, 2, 0, chains=3, **kw))
     assert a.shape == (5, 4, 4, 2) and np.isfinite(a).all() and st["half_distance"] > 0
+    # each chain's traced scalars, batch by batch (3 + 2 images): pooled, chain c's mean
+    # feature at its one collected sweep is the mean of its features
+    from dgdm_tf.mcmc.diagnostics import pooled_traces
+    from dgdm_tf.pretrain.features import TRACE_SCALARS
+
+    assert st["trace_sums"].shape == (2, 3, len(TRACE_SCALARS), 2)
+    np.testing.assert_array_equal(st["trace_images"], [3, 2])
+    traces = pooled_traces(st["trace_sums"], st["trace_images"], TRACE_SCALARS)
+    np.testing.assert_allclose(np.mean([t["feature_mean"][-1] for t in traces]), a.mean(), rtol=1e-5)
     st1 = {}
     one = layer_features(x, d, 2, 0, chains=1, stats=st1, **kw)
     assert not np.array_equal(a, one) and "half_distance" not in st1

@@ -176,6 +176,29 @@ def test_permuted_maps_are_the_same_model_and_chains_are_put_back_in_order():
         dataclasses.replace(opts, chains=2, chain_orders="reversed")
 
 
+def test_each_test_time_chain_traces_its_scalars_for_r_hat():
+    """Two chains on two batches: trace_sums holds each batch's and chain's traced
+    scalars at every sweep; pooled over the batches, chain c's mean feature over its
+    collected sweeps is the mean of its own features (what the trace claims to be), and
+    trace_settlement reads the pooled traces (R-hat across the two chains)."""
+    from dgdm_tf.mcmc.diagnostics import pooled_traces, trace_settlement
+
+    _model, d, x = _draw(12, seed=4, noise=0.02)
+    start = refine.Start(d, LAYERS, gamma_e_init=1000.0, gamma_s_init=0.25)
+    opts = TopdownOptions(burn_in=2, collect=4, batch_size=6, chains=2, keep_chains=True)
+    out = deep_chain.infer_topdown(x, start, opts, seed=0, progress=None)
+    assert out["trace_sums"].shape == (2, 2, len(deep_chain.TRACE_SCALARS), 6)
+    np.testing.assert_array_equal(out["trace_images"], [6, 6])
+    traces = pooled_traces(out["trace_sums"], out["trace_images"], deep_chain.TRACE_SCALARS)
+    collected = [opts.schedule.at(t).collected for t in range(opts.schedule.total)]
+    for c in range(2):
+        np.testing.assert_allclose(np.mean(traces[c]["feature_mean"][collected]),
+                                   out["chain_features"][c].mean(), rtol=1e-5)
+        assert 0 <= traces[c]["active_top"].min() and traces[c]["active_top"].max() <= 1
+    settle = trace_settlement(traces, collected=collected)
+    assert settle["n_chains"] == 2 and settle["scalars"]["gamma_e_mean"]["rhat"] is not None
+
+
 @pytest.mark.slow
 def test_killed_refinement_resumes_to_the_same_result(tmp_path):
     model, d_true, x = _draw(6, seed=5)

@@ -287,6 +287,20 @@ def topdown_chain_features(x, dictionaries, layers, cfg: dict, *, seed: int, gam
         res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
         progress(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
                  "about 1.4: unrelated, 0: they agree)")
+    if int(cfg["chains"]) > 1:  # R-hat and bulk ESS of the chains' traced scalars
+        from dgdm_tf.topdown.chain import TRACE_SCALARS
+        from dgdm_tf.topdown.options import TopdownOptions
+
+        schedule = TopdownOptions(burn_in=int(cfg["burn_in"]), collect=int(cfg["collect"])).schedule
+        traces = mixing.pooled_traces(res.pop("trace_sums"), res.pop("trace_images"), TRACE_SCALARS)
+        res["chain_mixing"] = mixing.trace_settlement(
+            traces, collected=[schedule.at(t).collected for t in range(schedule.total)])
+        sc = res["chain_mixing"]["scalars"].values()
+        rh = [v["rhat"] for v in sc if v.get("rhat") is not None]
+        es = [v["ess_bulk"] for v in sc if v.get("ess_bulk") is not None]
+        progress(f"{len(traces)} test-time chains' traced scalars: "
+                 + (f"worst R-hat {max(rh):.3f}, smallest bulk ESS {min(es):.1f}" if rh and es
+                    else res["chain_mixing"]["rhat"]))
     if "draws" in res:  # R-hat and ESS need 4 draws a chain (split halves)
         res["convergence"] = mixing.feature_draws_summary(res.pop("draws"))
         c = res["convergence"]

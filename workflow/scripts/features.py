@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.pretrain import features  # noqa: E402
 from dgdm_tf.pretrain.options import FeatureOptions, Pretrained  # noqa: E402
 
@@ -55,6 +56,13 @@ def layerwise(x, split):
         layer_outputs=per_layer, layer_stats=stats, progress=progress)
     extra = {"chains": int(fcfg["chains"]),
              "half_distance_per_layer": [s_.get("half_distance") for s_ in stats]}
+    if int(fcfg["chains"]) > 1:  # R-hat and bulk ESS of each layer's chains' traced scalars
+        schedule = FeatureOptions.from_config(fcfg).schedule
+        collected = [schedule.at(t).collected for t in range(schedule.total)]
+        extra["chain_mixing_per_layer"] = [
+            mixing.trace_settlement(mixing.pooled_traces(s_["trace_sums"], s_["trace_images"],
+                                                         features.TRACE_SCALARS), collected=collected)
+            for s_ in stats]
     return f, per_layer[0], extra
 
 
@@ -78,6 +86,7 @@ def topdown(x, split):
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
                                                     "half_distance": res.get("half_distance"),
                                                     "convergence": res.get("convergence"),
+                                                    "chain_mixing": res.get("chain_mixing"),
                                                     "posterior_check": res.get("posterior_check"),
                                                     "topdown_route": tcfg["route"], "alg2": res.get("alg2")}
 

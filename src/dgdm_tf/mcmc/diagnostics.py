@@ -334,6 +334,24 @@ def _json_float(v) -> float | None:
     return v if np.isfinite(v) else None
 
 
+def pooled_traces(trace_sums, images, names) -> list[dict]:
+    """The per-chain traces :func:`trace_settlement` reads, from traces kept batch by
+    batch: ``trace_sums`` (batches, chains, len(names), sweeps), each scalar summed over a
+    batch's images, ``images`` (batches,) their counts. Chain c's trace of a scalar is its
+    mean over every image at each sweep (the batches added in order, so shards joined
+    give the same bits); the chains of one index across batches are one chain of the
+    whole image set."""
+    sums = np.asarray(trace_sums, np.float64)
+    if sums.ndim != 4 or sums.shape[2] != len(names) or sums.shape[0] != len(images):
+        raise ValueError(f"trace_sums must be (batches={len(images)}, chains, {len(names)}, "
+                         f"sweeps), got {sums.shape}")
+    total = np.zeros(sums.shape[1:])
+    for b in range(sums.shape[0]):
+        total += sums[b]
+    total /= float(np.sum(images))
+    return [{name: total[c, k] for k, name in enumerate(names)} for c in range(sums.shape[1])]
+
+
 def trace_settlement(chains, *, collected, tolerance: float = SETTLE_TOLERANCE) -> dict:
     """Has a chain settled, and how well are its collected draws mixed? ``chains``: one
     mapping per chain of traced scalar name -> its values over every sweep (each chain

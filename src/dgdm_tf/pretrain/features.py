@@ -31,6 +31,11 @@ from dgdm_tf.pretrain.options import FeatureOptions, Pretrained
 from dgdm_tf.pretrain.ridge_start import ridge_start
 
 
+#: the scalars each layer-wise feature chain traces at every sweep, each an image's value
+#: summed over the batch: the mean pooled feature, gamma_e
+TRACE_SCALARS = ("feature_mean", "gamma_e_mean")
+
+
 class _FeatureKernel(Kernel):
     """One batch's chain with D and gamma_w held, for
     :func:`dgdm_tf.mcmc.driver.run_in_memory`: a sweep of its local state (gamma_e
@@ -48,7 +53,11 @@ class _FeatureKernel(Kernel):
         cap = anneal.gamma_e_cap(self.cap_start, at.t, at.anneal, self.anneal_ratio)
         state, expected = (self.sweep_fn(state, self.xt) if cap is None
                            else self.sweep_fn(state, self.xt, tf.constant(cap)))
-        return state, {}, {"x_next": np.asarray(expected)} if at.collected else None
+        ex = np.asarray(expected)
+        # the traced scalars (TRACE_SCALARS), summed over the batch's images
+        row = {"feature_mean": float(np.sum(np.mean(ex, axis=(1, 2, 3), dtype=np.float64))),
+               "gamma_e_mean": float(np.sum(np.asarray(state.gamma_e, np.float64)))}
+        return state, row, {"x_next": ex} if at.collected else None
 
 
 def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, seed: int,
@@ -77,7 +86,10 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
     ``scan="random"`` the chains differ by their seeds only. With ``stats`` (a dict) and
     two or more chains, ``stats['half_distance']`` is the relative distance between the
     averages of the even and the odd chains (``mixing.map_distance`` of the two feature
-    tensors): near 0 when the chains agree, ~1.4 when they are unrelated.
+    tensors): near 0 when the chains agree, ~1.4 when they are unrelated; and
+    ``stats['trace_sums']`` (batches, chains, len(TRACE_SCALARS), sweeps) with
+    ``stats['trace_images']`` (batches,), each chain's traced scalars summed over each
+    batch's images (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces`).
     """
     o, layer_index = options, layer
     x = np.asarray(x, np.float32)
@@ -96,6 +108,7 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
     sums = np.zeros((2, n, geom.nbh, geom.nbw, geom.k), np.float64)  # even, odd chains
     t0 = time.time()
     chains, batch_size, collect = o.chains, o.batch_size, o.collect
+    traces, trace_images = {}, {}  # by batch: each chain's traced scalars, the batch's images
     for ch in range(chains):
         order = o.colour_order
         if ch > 0 and o.scan == "fixed":
@@ -124,7 +137,10 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
                                  fixed_gamma_w=True)
             kernel = _FeatureKernel(fns[nb], st, xt, o.anneal_start * anneal.start_precision(xb),
                                     o.anneal_ratio)
-            acc = run_in_memory(kernel, o.schedule).sums["x_next"]
+            run = run_in_memory(kernel, o.schedule)
+            acc = run.sums["x_next"]
+            traces.setdefault(b0, []).append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
+            trace_images[b0] = nb
             check_finite(f"layer {layer_index + 1} features", acc)
             sums[ch % 2, b0: b0 + nb] += acc / collect
             done = ch * n + b0 + nb
@@ -133,6 +149,8 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
     if stats is not None and chains > 1:
         halves = [sums[0] / ((chains + 1) // 2), sums[1] / (chains // 2)]
         stats["half_distance"] = map_distance(halves[0].ravel(), halves[1].ravel())
+        stats["trace_sums"] = np.asarray([traces[b] for b in sorted(traces)], np.float64)
+        stats["trace_images"] = np.asarray([trace_images[b] for b in sorted(traces)], np.int64)
     return (sums.sum(axis=0) / chains).astype(np.float32)
 
 

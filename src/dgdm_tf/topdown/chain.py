@@ -44,6 +44,12 @@ def permute_maps(dictionaries: Sequence[np.ndarray], perms: Sequence[np.ndarray]
     return out
 
 
+#: the scalars each test-time top-down chain traces at every sweep, each an image's value
+#: summed over the batch (``trace_sums``): the share of top units on, gamma_e, the mean
+#: Rao-Blackwellised top feature
+TRACE_SCALARS = ("active_top", "gamma_e_mean", "feature_mean")
+
+
 class _TopdownKernel(Kernel):
     """One chain of one batch with every dictionary held, for
     :func:`dgdm_tf.mcmc.driver.run_in_memory`. Its state: (the model's state, the running
@@ -65,6 +71,12 @@ class _TopdownKernel(Kernel):
         before = st  # the unpooling the top units were drawn against, its theta
         st, stats = self.sweep_fn(st, self.xt) if self.mask is None else \
             self.sweep_fn(st, self.xt, self.mask)
+        # the traced scalars (TRACE_SCALARS), summed over the batch's images
+        row = {"active_top": float(np.sum(np.mean(np.asarray(st.on, np.float64),
+                                                  axis=tuple(range(1, np.ndim(st.on)))))),
+               "gamma_e_mean": float(np.sum(np.asarray(st.gamma_e, np.float64))),
+               "feature_mean": float(np.sum(np.mean(np.asarray(stats["expected_top"], np.float64),
+                                                    axis=tuple(range(1, np.ndim(stats["expected_top"]))))))}
         if at.collected:
             model, nb = self.model, int(self.xt.shape[0])
             ex = stats["expected_top"]
@@ -78,7 +90,7 @@ class _TopdownKernel(Kernel):
             r_acc = r_acc + np.asarray(xs[0])
             # layer 1's pooled output (its S when it is the top), for the mixing diagnostics
             l1_acc = l1_acc + np.asarray(xs[1] if model.n_layers > 1 else ex)[..., self.back_l1]
-        return (st, (f_acc, r_acc, l1_acc), drawn), {}, None
+        return (st, (f_acc, r_acc, l1_acc), drawn), row, None
 
 
 def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed: int, mask=None,
@@ -97,6 +109,9 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
     missing pixels included), 'layer1_pooled': (N, h, w, K_1) posterior
     mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
     top; the mixing diagnostics read it), 'chains': how many chains each output averages,
+    'trace_sums': (batches, chains, scalars, sweeps) each chain's :data:`TRACE_SCALARS`
+    at every sweep summed over the batch's images, 'trace_images': (batches,) their
+    counts (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces` makes them per-image means),
     'seconds'}; with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
     mean (their average is 'features'); with ``keep_draws`` also 'draws': (chains, collect,
     N, F), every collected sweep's features (for R-hat and ESS across chains). Batch b's chain is seeded by
@@ -141,7 +156,7 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
     lower = model.geoms[:-1]
     perms = [chain_permutations(ks, c if o.chain_orders == "permuted" else 0) for c in range(chains)]
     dicts = [permute_maps(dictionaries, pm) for pm in perms]
-    feats, recs, l1s, per_chain, draws = [], [], [], [], []
+    feats, recs, l1s, per_chain, draws, traces, trace_images = [], [], [], [], [], [], []
     fns = {}
     lo, hi = image_range(images, len(x), batch_size)
     t0 = time.time()
@@ -156,7 +171,7 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             fns[nb] = make_sweep_fn(model, mask_given=mask is not None, update_globals=False)
         bseed = random.fold(random.salted(seed, "topdown_batch", tf.int32), b0 // batch_size)
         xt = tf.constant(xb)
-        acc, f_chain, d_chain = (0.0, 0.0, 0.0), [], []
+        acc, f_chain, d_chain, t_chain = (0.0, 0.0, 0.0), [], [], []
         for c in range(int(chains)):
             f_before = acc[0]
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
@@ -165,8 +180,10 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             kernel = _TopdownKernel(fns[nb], (st, acc, []), xt, mb, model, unseen,
                                     back=(np.argsort(perms[c][-1]), np.argsort(perms[c][0])),
                                     keep_draws=keep_draws)
-            _st, acc, drawn = run_in_memory(kernel, o.schedule).state
+            run = run_in_memory(kernel, o.schedule)
+            _st, acc, drawn = run.state
             d_chain += drawn
+            t_chain.append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
             if keep_chains:
                 f_chain.append(((acc[0] - f_before) / collect).astype(np.float32))
         f_acc, r_acc, l1_acc = acc
@@ -179,10 +196,13 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             per_chain.append(np.stack(f_chain))
         if keep_draws:
             draws.append(np.stack(d_chain).reshape(int(chains), collect, nb, -1))
+        traces.append(np.asarray(t_chain, np.float64))
+        trace_images.append(nb)
         done = b0 + nb - lo
         say(f"top-down inference: {done}/{hi - lo} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     out = {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
            "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
+           "trace_sums": np.stack(traces), "trace_images": np.asarray(trace_images, np.int64),
            "seconds": time.time() - t0}
     if keep_chains:
         out["chain_features"] = np.concatenate(per_chain, axis=1)
