@@ -14,8 +14,7 @@ adds the diagnostics."""
 import json
 
 from _common import (elapsed, gathered, layer1_mixing, load_layers, plain, progress, shard_job,
-                     start, topdown_batch, topdown_chain_features, topdown_gather,
-                     topdown_per_image)
+                     start)
 
 start(snakemake, tensorflow=True)
 
@@ -26,7 +25,9 @@ import numpy as np  # noqa: E402
 
 from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.mcem import feature_routes  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
+from dgdm_tf.topdown.options import Start  # noqa: E402
 from dgdm_tf.pretrain import features  # noqa: E402
 from dgdm_tf.pretrain.options import FeatureOptions, Pretrained  # noqa: E402
 
@@ -44,6 +45,9 @@ route = str(fcfg["route"])
 dictionaries, gamma_ws, gamma_e_inits = load_layers(snakemake.input.layers)
 progress(f"{ds}: route {route}, dictionaries {[d.shape for d in dictionaries]}, pools {pools}, "
          f"gamma_w {gamma_ws}")
+# the whole pretrained model for route topdown: gamma_s from the top layer's gamma_w,
+# gamma_e from layer 1's
+held = Start(dictionaries, layers, hyper, gamma_e_init=gamma_e_inits[0], gamma_s_init=gamma_ws[-1])
 
 
 def layerwise(x, split):
@@ -68,9 +72,8 @@ def layerwise(x, split):
 
 def topdown_images(x, split, images):
     """The per-image part of :func:`topdown` on ``images`` (a shard, or None: all)."""
-    return topdown_per_image(x, dictionaries, layers, tcfg, seed=seed_for(seed, seed_ds, "features", split),
-                             gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
-                             images=images)
+    return feature_routes.per_image(x, held, tcfg, seed=seed_for(seed, seed_ds, "features", split),
+                                    images=images, progress=progress)
 
 
 def topdown(x, split):
@@ -78,11 +81,8 @@ def topdown(x, split):
     the pretrained layers (gamma_s from the top layer's gamma_w, gamma_e from layer 1's)."""
     check = seed_for(seed, seed_ds, "posterior_check") if split == "train" else None
     res = gathered(snakemake, split, len(x), lambda images: topdown_images(x, split, images),
-                   topdown_gather(tcfg), "features_shard")
-    res = topdown_chain_features(x, dictionaries, layers, tcfg,
-                                 seed=seed_for(seed, seed_ds, "features", split),
-                                 gamma_s=gamma_ws[-1], gamma_e_init=gamma_e_inits[0], hyper=hyper,
-                                 check_seed=check, res=res)
+                   feature_routes.gather(tcfg), "features_shard")
+    res = feature_routes.summarise(x, held, tcfg, res, check_seed=check, progress=progress)
     return res["features"], res["layer1_pooled"], {"chains": res["chains"],
                                                     "half_distance": res.get("half_distance"),
                                                     "convergence": res.get("convergence"),
@@ -96,7 +96,7 @@ if snakemake.rule == "features_shard":  # one shard of one split's top-down feat
     split = snakemake.wildcards.split
     x = shared_subset(d, split, {"train": snakemake.params.n_train, "test": snakemake.params.n_test}[split],
                       None, seed, seed_ds)[0]
-    shard_job(snakemake, len(x), topdown_batch(tcfg), lambda images: topdown_images(x, split, images))
+    shard_job(snakemake, len(x), feature_routes.route_batch(tcfg), lambda images: topdown_images(x, split, images))
     progress(f"done in {elapsed():.1f} s")
     raise SystemExit(0)
 infer = {"layerwise": layerwise, "topdown": topdown}[route]

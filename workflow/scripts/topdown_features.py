@@ -8,8 +8,7 @@ adds the diagnostics."""
 
 import json
 
-from _common import (elapsed, gathered, layer1_mixing, plain, progress, shard_job, start, topdown_batch,
-                     topdown_chain_features, topdown_gather, topdown_per_image)
+from _common import elapsed, gathered, layer1_mixing, plain, progress, shard_job, start
 
 start(snakemake, tensorflow=True)
 
@@ -20,6 +19,8 @@ import numpy as np  # noqa: E402
 
 from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
+from dgdm_tf.mcem import feature_routes  # noqa: E402
+from dgdm_tf.topdown.options import Start  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
@@ -28,21 +29,21 @@ cfg = plain(snakemake.params.cfg)
 layers = plain(snakemake.params.layers)
 hyper = plain(snakemake.params.hyper)
 refined = artifacts.read_refined_model(snakemake.input.model)
+held = Start(refined.D, layers, hyper, gamma_e_init=refined.gamma_e_mean, gamma_s_init=refined.gamma_s)
 d = data.load_prepared(snakemake.input.data)
 sizes = {"train": (snakemake.params.n_train, cfg["n_train"]), "test": (snakemake.params.n_test, cfg["n_test"])}
 
 
 def per_image(x, split, images):
     """The per-image part of the split's features on ``images`` (a shard, or None: all)."""
-    return topdown_per_image(x, refined.D, layers, cfg, seed=seed_for(seed, seed_ds, "topdown_features", split),
-                             gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
-                             images=images)
+    return feature_routes.per_image(x, held, cfg, seed=seed_for(seed, seed_ds, "topdown_features", split),
+                                    images=images, progress=progress)
 
 
 if snakemake.rule == "topdown_features_shard":  # one shard of one split
     split = snakemake.wildcards.split
     x = shared_subset(d, split, *sizes[split], seed, seed_ds)[0]
-    shard_job(snakemake, len(x), topdown_batch(cfg), lambda images: per_image(x, split, images))
+    shard_job(snakemake, len(x), feature_routes.route_batch(cfg), lambda images: per_image(x, split, images))
     progress(f"done in {elapsed():.1f} s")
     raise SystemExit(0)
 out = {}
@@ -51,11 +52,10 @@ for split in ("train", "test"):
     x, y, idx = shared_subset(d, split, *sizes[split], seed, seed_ds)
     progress(f"{ds}: top-down features of {len(idx)} {split} images, {cfg}")
     res = gathered(snakemake, split, len(x), lambda images: per_image(x, split, images),
-                   topdown_gather(cfg), "topdown_features_shard")
-    res = topdown_chain_features(
-        x, refined.D, layers, cfg, seed=seed_for(seed, seed_ds, "topdown_features", split),
-        gamma_s=refined.gamma_s, gamma_e_init=refined.gamma_e_mean, hyper=hyper,
-        check_seed=seed_for(seed, seed_ds, "posterior_check") if split == "train" else None, res=res)
+                   feature_routes.gather(cfg), "topdown_features_shard")
+    res = feature_routes.summarise(
+        x, held, cfg, res, progress=progress,
+        check_seed=seed_for(seed, seed_ds, "posterior_check") if split == "train" else None)
     if split == "train":
         diag = layer1_mixing(res["layer1_pooled"], x, layers[0]["dict_size"], layers[0]["pool"],
                              snakemake.output.activity_png,
