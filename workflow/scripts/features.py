@@ -83,12 +83,12 @@ def topdown(x, split):
     res = gathered(snakemake, split, len(x), lambda images: topdown_images(x, split, images),
                    feature_routes.gather(tcfg), "features_shard")
     res = feature_routes.summarise(x, held, tcfg, res, check_seed=check, progress=progress)
-    return res["features"], res["layer1_pooled"], {"chains": res["chains"],
-                                                    "half_distance": res.get("half_distance"),
-                                                    "convergence": res.get("convergence"),
-                                                    "chain_mixing": res.get("chain_mixing"),
-                                                    "posterior_check": res.get("posterior_check"),
-                                                    "topdown_route": tcfg["route"], "alg2": res.get("alg2")}
+    extra = {"chains": res["chains"], "half_distance": res.get("half_distance"),
+             "convergence": res.get("convergence"), "posterior_check": res.get("posterior_check"),
+             "topdown_route": tcfg["route"], "alg2": res.get("alg2")}
+    if "chain_mixing" in res:  # the chains' traced scalars (two or more chains)
+        extra["chain_mixing"] = res["chain_mixing"]
+    return res["features"], res["layer1_pooled"], extra
 
 
 d = data.load_prepared(snakemake.input.data)

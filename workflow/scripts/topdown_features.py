@@ -64,7 +64,8 @@ for split in ("train", "test"):
         diag["chains"] = res["chains"]  # what was averaged: the smoke test reads it
         diag["half_distance"] = res.get("half_distance")  # how much the map order decides
         diag["convergence"] = res.get("convergence")  # R-hat and ESS across the chains
-        diag["chain_mixing"] = res.get("chain_mixing")  # the chains' traced scalars
+        if "chain_mixing" in res:  # the chains' traced scalars (two or more chains)
+            diag["chain_mixing"] = res["chain_mixing"]
         diag["posterior_check"] = res.get("posterior_check")  # are the features a transient
         diag["route"], diag["alg2"] = cfg["route"], res.get("alg2")  # Algorithm 2's iterations
         diag["refine_chain"] = refined.settlement  # has the refinement settled (rule refine)
