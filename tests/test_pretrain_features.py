@@ -110,6 +110,7 @@ def test_chains_are_seeded_and_validated():
     np.testing.assert_array_equal(st["trace_images"], [3, 2])
     traces = pooled_traces(st["trace_sums"], st["trace_images"], TRACE_SCALARS)
     np.testing.assert_allclose(np.mean([t["feature_mean"][-1] for t in traces]), a.mean(), rtol=1e-5)
+    assert st["chain_mixing"]["n_chains"] == 3 and set(st["chain_mixing"]["scalars"]) == set(TRACE_SCALARS)
     st1 = {}
     one = layer_features(x, d, 2, 0, chains=1, stats=st1, **kw)
     assert not np.array_equal(a, one) and "half_distance" not in st1

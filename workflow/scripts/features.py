@@ -26,7 +26,6 @@ import numpy as np  # noqa: E402
 from dgdm_tf import data  # noqa: E402
 from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
 from dgdm_tf.mcem import feature_routes  # noqa: E402
-from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.topdown.options import Start  # noqa: E402
 from dgdm_tf.pretrain import features  # noqa: E402
 from dgdm_tf.pretrain.options import FeatureOptions, Pretrained  # noqa: E402
@@ -61,12 +60,7 @@ def layerwise(x, split):
     extra = {"chains": int(fcfg["chains"]),
              "half_distance_per_layer": [s_.get("half_distance") for s_ in stats]}
     if int(fcfg["chains"]) > 1:  # R-hat and bulk ESS of each layer's chains' traced scalars
-        schedule = FeatureOptions.from_config(fcfg).schedule
-        collected = [schedule.at(t).collected for t in range(schedule.total)]
-        extra["chain_mixing_per_layer"] = [
-            mixing.trace_settlement(mixing.pooled_traces(s_["trace_sums"], s_["trace_images"],
-                                                         features.TRACE_SCALARS), collected=collected)
-            for s_ in stats]
+        extra["chain_mixing_per_layer"] = [s_["chain_mixing"] for s_ in stats]
     return f, per_layer[0], extra
 
 

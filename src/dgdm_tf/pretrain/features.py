@@ -22,7 +22,7 @@ from dgdm_tf.core.compiled import per_layer
 from dgdm_tf.mcmc import anneal
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.core.layout import LayerGeometry
-from dgdm_tf.mcmc.diagnostics import map_distance
+from dgdm_tf.mcmc.diagnostics import map_distance, pooled_traces, trace_settlement
 from dgdm_tf.mcmc.driver import Kernel, run_in_memory
 from dgdm_tf.pretrain.kernel import make_sweep_fn
 from dgdm_tf.core.hyper import Hyper
@@ -89,7 +89,9 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
     tensors): near 0 when the chains agree, ~1.4 when they are unrelated; and
     ``stats['trace_sums']`` (batches, chains, len(TRACE_SCALARS), sweeps) with
     ``stats['trace_images']`` (batches,), each chain's traced scalars summed over each
-    batch's images (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces`).
+    batch's images (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces`), and
+    ``stats['chain_mixing']``, their R-hat, bulk ESS and drift
+    (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`).
     """
     o, layer_index = options, layer
     x = np.asarray(x, np.float32)
@@ -151,6 +153,9 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
         stats["half_distance"] = map_distance(halves[0].ravel(), halves[1].ravel())
         stats["trace_sums"] = np.asarray([traces[b] for b in sorted(traces)], np.float64)
         stats["trace_images"] = np.asarray([trace_images[b] for b in sorted(traces)], np.int64)
+        stats["chain_mixing"] = trace_settlement(
+            pooled_traces(stats["trace_sums"], stats["trace_images"], TRACE_SCALARS),
+            collected=[o.schedule.at(t).collected for t in range(o.schedule.total)])
     return (sums.sum(axis=0) / chains).astype(np.float32)
 
 
