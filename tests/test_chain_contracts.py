@@ -29,6 +29,7 @@ ENTRY_POINTS = [
     "dgdm_tf.topdown.refine.run_refine",
     "dgdm_tf.topdown.chain.infer_topdown",
     "dgdm_tf.topdown.chain.chain_states",
+    "dgdm_tf.topdown.evidence.posterior_gain",
     "dgdm_tf.mcem.stochastic.train",
     "dgdm_tf.mcem.averaging.run_averaging",
     "dgdm_tf.mcem.classify.classify",

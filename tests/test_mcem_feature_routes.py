@@ -14,7 +14,7 @@ BLOCK = {"n_train": None, "n_test": None, "burn_in": 2, "collect": 4, "chains": 
          "route": "chain",
          "alg2": {"burn_in": 1, "max_iterations": 2, "tol": 1.0e-2, "batch_size": 6,
                   "rmsprop_lr": 0.001, "rmsprop_decay": 0.95, "rmsprop_steps": 1},
-         "posterior_check": {"images": 0, "sweeps": 2}}
+         "posterior_check": {"images": 3, "sweeps": 2}}
 
 
 def test_the_chain_route_reports_its_chains_mixing_and_shards_join_bit_for_bit():
@@ -27,7 +27,7 @@ def test_the_chain_route_reports_its_chains_mixing_and_shards_join_bit_for_bit()
     for key in ("features", "trace_sums", "trace_images", "draws"):
         np.testing.assert_array_equal(joined[key], whole[key])
     said = []
-    res = feature_routes.summarise(x, start, BLOCK, joined, progress=said.append)
+    res = feature_routes.summarise(x, start, BLOCK, joined, check_seed=1, progress=said.append)
     mix = res["chain_mixing"]
     assert mix["n_chains"] == 2 and mix["n_sweeps"] == 6 and mix["n_draws"] == 4
     assert {"active_top", "gamma_e_mean", "feature_mean"} == set(mix["scalars"])
@@ -36,6 +36,8 @@ def test_the_chain_route_reports_its_chains_mixing_and_shards_join_bit_for_bit()
     assert res["convergence"]["n_chains"] == 2
     assert any("test-time chains' traced scalars: worst R-hat" in m for m in said), said
     assert feature_routes.route_batch(BLOCK) == 6
+    # the posterior check: 3 images scored after the block's 6 sweeps and 2 more
+    assert res["posterior_check"]["images"] == 3 and res["posterior_check"]["sweeps"] == [6, 8]
 
 
 def test_the_alg2_route_summarises_its_iterations():

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel, generate, unseen_blocks
 from dgdm_tf.topdown import evidence
+from dgdm_tf.topdown.options import Start
 from dgdm_tf.topdown.state import init_state, residual
 
 
@@ -124,9 +125,10 @@ def test_posterior_gain_scores_the_chain_twice_and_repeats():
     later sweeps prune); the same seed gives the same figures; another seed others."""
     model, d, x, *_ = _drawn(np.random.default_rng(4), n=6)
     layers = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 3, "pool": 1}]
-    kw = dict(sweeps=1, more_sweeps=6, gamma_s=0.25, gamma_e_init=400.0)
-    a = evidence.posterior_gain(x, d, layers, seed=3, **kw)
+    held = Start(d, layers, gamma_e_init=400.0, gamma_s_init=0.25)
+    kw = dict(sweeps=1, more_sweeps=6)
+    a = evidence.posterior_gain(x, held, seed=3, **kw)
     assert a["images"] == 6 and a["sweeps"] == [1, 7] and len(a["top_units_on"]) == 2
     assert a["fraction_more_probable"] >= 0.5 and a["median_log_prob_gain"] > 0, a
-    assert evidence.posterior_gain(x, d, layers, seed=3, **kw) == a
-    assert evidence.posterior_gain(x, d, layers, seed=5, **kw) != a
+    assert evidence.posterior_gain(x, held, seed=3, **kw) == a
+    assert evidence.posterior_gain(x, held, seed=5, **kw) != a

@@ -113,10 +113,8 @@ def _posterior_check(x, start: Start, block: Mapping, check_seed: int, say) -> d
     n = min(int(check["images"]), len(x))
     say(f"posterior check: {n} images, {sweeps} sweeps, then {int(check['sweeps'])} more")
     pc = evidence.posterior_gain(
-        x[:n], start.dictionaries, start.layers, seed=check_seed, sweeps=sweeps,
-        more_sweeps=int(check["sweeps"]), gamma_s=start.gamma_s_init,
-        gamma_e_init=start.gamma_e_init, hyper=start.hyper, scan=block["scan"],
-        start=RidgeStart.from_config(block["start"]))
+        x[:n], start, seed=check_seed, sweeps=sweeps, more_sweeps=int(check["sweeps"]),
+        scan=block["scan"], top_start=RidgeStart.from_config(block["start"]))
     say(f"posterior check: {int(check['sweeps'])} more sweeps make the state more probable in "
         f"{100 * pc['fraction_more_probable']:.0f} % of the images, by a median of "
         f"e^{pc['median_log_prob_gain']:.0f}; top units on {pc['top_units_on'][0]:.3f} -> "

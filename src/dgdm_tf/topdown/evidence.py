@@ -144,21 +144,20 @@ def collapsed_log_prob_terms(state: DeepState, x, model: DeepModel, mask=None, p
     return out
 
 
-def posterior_gain(x, dictionaries, layers, *, seed: int, sweeps: int, more_sweeps: int, gamma_s: float,
-                   gamma_e_init: float, hyper=None, scan: str = "fixed", start=None) -> dict:
+def posterior_gain(x, held: Start, *, seed: int, sweeps: int, more_sweeps: int, scan: str = "fixed",
+                   top_start=None) -> dict:
     """How far a test-time chain's collected state lies from where the chain is going:
-    one chain of :func:`dgdm_tf.topdown.chain.infer_topdown`'s kind (D and gamma_s held;
-    an integer ``seed``) on images ``x``, its state after ``sweeps`` sweeps and after
+    one chain of :func:`dgdm_tf.topdown.chain.infer_topdown`'s kind (every dictionary of
+    ``held`` and its gamma_s held, the top layer started by ``top_start``; an integer
+    ``seed``) on images ``x``, its state after ``sweeps`` sweeps and after
     ``more_sweeps`` more, each scored by :func:`collapsed_log_prob`. Returns the median log-probability gain
     per image, the fraction of images whose later state is more probable, and the top
     units on in each. A large gain says the collected state is a transient: an exact
     chain run on leaves it for far more probable states."""
     x = np.asarray(x, np.float32)
     first, last = int(sweeps), int(sweeps) + int(more_sweeps)
-    held = Start(dictionaries=dictionaries, layers=layers, hyper=hyper, gamma_e_init=gamma_e_init,
-                 gamma_s_init=gamma_s)
     model, states = chain_states(x, held, seed=random.salted(seed, "posterior_check", tf.int32),
-                                 sweeps=[first, last], scan=scan, top_start=start)
+                                 sweeps=[first, last], scan=scan, top_start=top_start)
     scores = [collapsed_log_prob(states[t], x, model) for t in (first, last)]
     on = [float(np.mean(np.asarray(states[t].on))) for t in (first, last)]
     gain = scores[1] - scores[0]
