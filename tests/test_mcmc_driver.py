@@ -272,7 +272,7 @@ def test_schedule_refuses_what_cannot_be_a_schedule(kwargs, says):
         Schedule(**kwargs)
 
 
-def test_run_chain_refuses_a_bare_step_count(tmp_path):
+def test_run_chain_refuses_a_bare_step_count():
     with pytest.raises(TypeError, match=r"Schedule.steps\(n\)"):
         run_chain(AR1(0), 10, Checkpoint(None, "a"))
 
@@ -287,7 +287,7 @@ class DrawsEveryStep(AR1):
 
 def test_a_draw_at_a_step_the_schedule_does_not_collect_is_refused():
     with pytest.raises(RuntimeError, match="does not collect"):
-        run_in_memory(DrawsEveryStep(0), TEN)
+        run_in_memory(DrawsEveryStep(0), TEN, np.zeros(3))
 
 
 class NoArrays(AR1):
@@ -299,7 +299,7 @@ def test_run_in_memory_is_run_chain_without_a_checkpoint(tmp_path):
     """The same draws, sums and rows as a checkpointed run; the state is never asked
     for as arrays, and nothing is written."""
     whole, _ = _run(tmp_path / "a")
-    mem = run_in_memory(NoArrays(0), TEN)
+    mem = run_in_memory(NoArrays(0), TEN, np.zeros(3))
     np.testing.assert_array_equal(mem.state, whole.state)
     assert mem.rows == whole.rows and all(np.array_equal(mem.sums[k], whole.sums[k])
                                           for k in whole.sums)

@@ -25,7 +25,7 @@ from dgdm_tf.mcmc import diagnostics as mixing
 from dgdm_tf.pretrain.ridge_start import RidgeStart
 from dgdm_tf.topdown import evidence
 from dgdm_tf.topdown.chain import TRACE_SCALARS, gather_topdown
-from dgdm_tf.topdown.options import Start, TopdownOptions
+from dgdm_tf.topdown.options import Start
 
 
 def route_batch(block: Mapping) -> int:
@@ -74,7 +74,7 @@ def summarise(x: np.ndarray, start: Start, block: Mapping, res: dict, *,
         res["half_distance"] = mixing.half_distance(res.pop("chain_features"))
         say(f"the chains' features lie {res['half_distance']:.3f} apart (relative; "
             "about 1.4: unrelated, 0: they agree)")
-        schedule = TopdownOptions(burn_in=int(block["burn_in"]), collect=int(block["collect"])).schedule
+        schedule = topdown_route(block).schedule
         traces = mixing.pooled_traces(res.pop("trace_sums"), res.pop("trace_images"), TRACE_SCALARS)
         res["chain_mixing"] = mixing.trace_settlement(
             traces, collected=[schedule.at(t).collected for t in range(schedule.total)])

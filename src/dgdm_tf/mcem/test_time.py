@@ -161,15 +161,11 @@ def make_iteration_fn(model: DeepModel, *, lr: float, decay: float, steps: int,
 
 
 class SweepKernel(Kernel):
-    """``sweep_fn(state, x) -> (state, stats)`` step after step from ``start``, nothing
-    collected (the Gibbs sweeps before the MAP iterations), for
-    :func:`dgdm_tf.mcmc.driver.run_in_memory`."""
+    """``sweep_fn(state, x) -> (state, stats)`` step after step, nothing collected (the
+    Gibbs sweeps before the MAP iterations), for :func:`dgdm_tf.mcmc.driver.run_in_memory`."""
 
-    def __init__(self, sweep_fn, start, x):
-        self.sweep_fn, self.first, self.x = sweep_fn, start, x
-
-    def start(self):
-        return self.first
+    def __init__(self, sweep_fn, x):
+        self.sweep_fn, self.x = sweep_fn, x
 
     def step(self, state, at):
         return self.sweep_fn(state, self.x)[0], {}, None
@@ -181,11 +177,8 @@ class _MapKernel(Kernel):
     features, the iterations each image took, whether it met ``tol``, its last Q); the
     row of an iteration is its summed Q over the real images."""
 
-    def __init__(self, iteration_fn, start, xb, n_real, tol):
-        self.fn, self.first, self.xb, self.n_real, self.tol = iteration_fn, start, xb, n_real, tol
-
-    def start(self):
-        return self.first
+    def __init__(self, iteration_fn, xb, n_real, tol):
+        self.fn, self.xb, self.n_real, self.tol = iteration_fn, xb, n_real, tol
 
     def step(self, state, at):
         st, w, v, f, took, done, q_prev = state
@@ -256,11 +249,11 @@ def infer_map(x: np.ndarray, start: Start, options: MapOptions, *, seed: int,
         bseed = random.fold(random.salted(seed, "map_batch", tf.int32), b0 // batch_size)
         st = init_state(xb, model, dictionaries, bseed, gamma_e_init=start.gamma_e_init,
                         gamma_s_init=start.gamma_s_init)
-        st = run_in_memory(SweepKernel(gibbs_fn, st, xb), Schedule(burn_in=burn_in)).state
+        st = run_in_memory(SweepKernel(gibbs_fn, xb), Schedule(burn_in=burn_in), st).state
         w = st.s_top
         first = (st, w, tf.zeros_like(w), np.zeros((n_real, int(np.prod(w.shape[1:]))), np.float32),
                  np.zeros(n_real, np.int64), np.zeros(n_real, bool), None)
-        run = run_in_memory(_MapKernel(mcem_fn, first, xb, n_real, tol), Schedule.steps(iterations))
+        run = run_in_memory(_MapKernel(mcem_fn, xb, n_real, tol), Schedule.steps(iterations), first)
         st, w, v, f, took, done, _q = run.state
         q_sums.append(np.zeros(iterations))
         q_counts.append(np.zeros(iterations))

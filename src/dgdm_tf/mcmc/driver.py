@@ -209,17 +209,19 @@ def run_chain(kernel: Kernel, schedule: Schedule, checkpoint: Checkpoint, *,
         return _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught)
 
 
-def run_in_memory(kernel: Kernel, schedule: Schedule, *,
+def run_in_memory(kernel: Kernel, schedule: Schedule, start, *,
                   say: Callable[[str], None] | None = None) -> ChainRun:
     """:func:`run_chain` without a checkpoint (a test-time chain, whose state is worth
-    nothing once the features are out): no file, no SIGTERM handling of its own (the
-    process's applies), ``kernel.arrays`` never called."""
+    nothing once the features are out), from the state ``start`` (the caller's, so the
+    kernel needs no ``start``): no file, no SIGTERM handling of its own (the process's
+    applies), ``kernel.arrays`` never called."""
     if not isinstance(schedule, Schedule):
         raise TypeError(f"run_in_memory takes a Schedule, not {type(schedule).__name__}")
-    return _run(kernel, schedule, Checkpoint(None, ""), say or (lambda _m: None), None, None, [])
+    return _run(kernel, schedule, Checkpoint(None, ""), say or (lambda _m: None), None, None, [],
+                first=(start,))
 
 
-def _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught) -> ChainRun | None:
+def _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught, first=()) -> ChainRun | None:
     total = schedule.total
     saved = checkpoint.load(total, say)
     if saved is not None:
@@ -237,7 +239,7 @@ def _run(kernel, schedule, checkpoint, say, stop_after, on_step, caught) -> Chai
             saved = None
     if saved is None:
         done, rows, sums = 0, [], {}
-        state = kernel.start()
+        state = first[0] if first else kernel.start()
         if checkpoint.save_start and checkpoint.writes:
             checkpoint.save(0, rows, kernel.arrays(state), sums)
     else:

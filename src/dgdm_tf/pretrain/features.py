@@ -40,23 +40,21 @@ class _FeatureKernel(Kernel):
     """One batch's chain with D and gamma_w held, for
     :func:`dgdm_tf.mcmc.driver.run_in_memory`: a sweep of its local state (gamma_e
     capped over the tempered steps), whose draw is the sweep's Rao-Blackwellised pooled
-    maps (``x_next``)."""
+    maps (``x_next``); with ``trace``, each sweep's row holds :data:`TRACE_SCALARS`."""
 
-    def __init__(self, sweep_fn, start, xt, cap_start, anneal_ratio):
-        self.sweep_fn, self.first, self.xt = sweep_fn, start, xt
+    def __init__(self, sweep_fn, xt, cap_start, anneal_ratio, *, trace):
+        self.sweep_fn, self.xt, self.trace = sweep_fn, xt, trace
         self.cap_start, self.anneal_ratio = cap_start, anneal_ratio
-
-    def start(self):
-        return self.first
 
     def step(self, state, at):
         cap = anneal.gamma_e_cap(self.cap_start, at.t, at.anneal, self.anneal_ratio)
         state, expected = (self.sweep_fn(state, self.xt) if cap is None
                            else self.sweep_fn(state, self.xt, tf.constant(cap)))
-        ex = np.asarray(expected)
-        # the traced scalars (TRACE_SCALARS), summed over the batch's images
-        row = {"feature_mean": float(np.sum(np.mean(ex, axis=(1, 2, 3), dtype=np.float64))),
-               "gamma_e_mean": float(np.sum(np.asarray(state.gamma_e, np.float64)))}
+        ex = np.asarray(expected) if at.collected or self.trace else None
+        row = {}
+        if self.trace:  # the traced scalars (TRACE_SCALARS), summed over the batch's images
+            row = {"feature_mean": float(np.sum(np.mean(ex, axis=(1, 2, 3), dtype=np.float64))),
+                   "gamma_e_mean": float(np.sum(np.asarray(state.gamma_e, np.float64)))}
         return state, row, {"x_next": ex} if at.collected else None
 
 
@@ -137,12 +135,13 @@ def infer_layer(x: np.ndarray, model: Pretrained, options: FeatureOptions, *, se
                 st = ridge_start(st, xt, lm, o.start,
                                  random.fold(bseed, "pretrain_start"),
                                  fixed_gamma_w=True)
-            kernel = _FeatureKernel(fns[nb], st, xt, o.anneal_start * anneal.start_precision(xb),
-                                    o.anneal_ratio)
-            run = run_in_memory(kernel, o.schedule)
+            kernel = _FeatureKernel(fns[nb], xt, o.anneal_start * anneal.start_precision(xb),
+                                    o.anneal_ratio, trace=chains > 1)
+            run = run_in_memory(kernel, o.schedule, st)
             acc = run.sums["x_next"]
-            traces.setdefault(b0, []).append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
-            trace_images[b0] = nb
+            if chains > 1:
+                traces.setdefault(b0, []).append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
+                trace_images[b0] = nb
             check_finite(f"layer {layer_index + 1} features", acc)
             sums[ch % 2, b0: b0 + nb] += acc / collect
             done = ch * n + b0 + nb

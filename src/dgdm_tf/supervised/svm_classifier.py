@@ -66,11 +66,8 @@ class _GibbsFit(Kernel):
     :func:`dgdm_tf.mcmc.driver.run_in_memory`. State: (beta, omega_w, kappa, gamma, the
     collected betas, gammas and kappas); each sweep is recorded in ``svm.trace``."""
 
-    def __init__(self, svm, sweep, start, base, data):
-        self.svm, self.sweep, self.first, self.base, self.data = svm, sweep, start, base, data
-
-    def start(self):
-        return self.first
+    def __init__(self, svm, sweep, base, data):
+        self.svm, self.sweep, self.base, self.data = svm, sweep, base, data
 
     def step(self, state, at):
         beta, omega_w, kappa, gamma, kept_b, kept_g, kept_k = state
@@ -300,8 +297,8 @@ class BayesianSVM:
                              a_gamma=o.a_gamma, b_gamma=o.b_gamma)
         first = (tf.zeros((c, f + 1), DTYPE), tf.fill([c, f], f64(1.0 / o.kappa if laplace else 1.0 / o.ridge)),
                  tf.fill([c], f64(o.kappa)), f64(o.gamma), [], [], [])
-        kernel = _GibbsFit(self, sweep, first, base, (s, y, lab))
-        _b, _w, _k, _g, kept_b, kept_g, kept_k = run_in_memory(kernel, o.schedule).state
+        kernel = _GibbsFit(self, sweep, base, (s, y, lab))
+        _b, _w, _k, _g, kept_b, kept_g, kept_k = run_in_memory(kernel, o.schedule, first).state
         self.betas = np.stack(kept_b)
         self.gammas = np.array(kept_g)
         self.kappas = np.stack(kept_k)

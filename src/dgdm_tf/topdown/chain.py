@@ -56,27 +56,23 @@ class _TopdownKernel(Kernel):
     sums of the collected draws' top features, reconstruction and layer 1's pooled
     output, the chain's kept draws). The sums start where the batch's earlier chains left
     them, so a batch's chains add into one sum in one order. ``back``: the chain's maps
-    back to the given order (top layer, layer 1)."""
+    back to the given order (top layer, layer 1); with ``trace``, each sweep's row holds
+    :data:`TRACE_SCALARS`."""
 
-    def __init__(self, sweep_fn, start, xt, mask, model, unseen, *, back, keep_draws):
-        self.sweep_fn, self.first, self.xt, self.mask = sweep_fn, start, xt, mask
-        self.model, self.unseen, self.keep_draws = model, unseen, keep_draws
+    def __init__(self, sweep_fn, xt, mask, model, unseen, *, back, keep_draws, trace):
+        self.sweep_fn, self.xt, self.mask = sweep_fn, xt, mask
+        self.model, self.unseen, self.keep_draws, self.trace = model, unseen, keep_draws, trace
         self.back_top, self.back_l1 = back
-
-    def start(self):
-        return self.first
 
     def step(self, state, at):
         st, (f_acc, r_acc, l1_acc), drawn = state
         before = st  # the unpooling the top units were drawn against, its theta
         st, stats = self.sweep_fn(st, self.xt) if self.mask is None else \
             self.sweep_fn(st, self.xt, self.mask)
-        # the traced scalars (TRACE_SCALARS), summed over the batch's images
-        row = {"active_top": float(np.sum(np.mean(np.asarray(st.on, np.float64),
-                                                  axis=tuple(range(1, np.ndim(st.on)))))),
-               "gamma_e_mean": float(np.sum(np.asarray(st.gamma_e, np.float64))),
-               "feature_mean": float(np.sum(np.mean(np.asarray(stats["expected_top"], np.float64),
-                                                    axis=tuple(range(1, np.ndim(stats["expected_top"]))))))}
+        row = {}
+        if self.trace:  # the traced scalars (TRACE_SCALARS), summed over the batch's images
+            row = {name: float(np.sum(np.mean(np.asarray(v, np.float64), axis=tuple(range(1, np.ndim(v))))))
+                   for name, v in zip(TRACE_SCALARS, (st.on, st.gamma_e[:, None], stats["expected_top"]))}
         if at.collected:
             model, nb = self.model, int(self.xt.shape[0])
             ex = stats["expected_top"]
@@ -109,10 +105,10 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
     missing pixels included), 'layer1_pooled': (N, h, w, K_1) posterior
     mean of layer 1's pooled output X[1] under the same draws (layer 1's S when it is the
     top; the mixing diagnostics read it), 'chains': how many chains each output averages,
-    'trace_sums': (batches, chains, scalars, sweeps) each chain's :data:`TRACE_SCALARS`
-    at every sweep summed over the batch's images, 'trace_images': (batches,) their
-    counts (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces` makes them per-image means),
-    'seconds'}; with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
+    'seconds'}; with two or more chains also 'trace_sums': (batches, chains, scalars,
+    sweeps) each chain's :data:`TRACE_SCALARS` at every sweep summed over the batch's
+    images and 'trace_images': (batches,) their counts
+    (:func:`dgdm_tf.mcmc.diagnostics.pooled_traces` makes them per-image means); with ``keep_chains`` also 'chain_features': (chains, N, F), each chain's own
     mean (their average is 'features'); with ``keep_draws`` also 'draws': (chains, collect,
     N, F), every collected sweep's features (for R-hat and ESS across chains). Batch b's chain is seeded by
     fold-in of (seed, b), so results do not depend on the batches before it. ``images``
@@ -177,13 +173,14 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             cseed = bseed if c == 0 else tf.random.experimental.stateless_fold_in(bseed, c)
             st = init_state(xb, model, dicts[c], cseed, gamma_e_init=start.gamma_e_init,
                             gamma_s_init=start.gamma_s_init, mask=mb, start=top_start)
-            kernel = _TopdownKernel(fns[nb], (st, acc, []), xt, mb, model, unseen,
+            kernel = _TopdownKernel(fns[nb], xt, mb, model, unseen,
                                     back=(np.argsort(perms[c][-1]), np.argsort(perms[c][0])),
-                                    keep_draws=keep_draws)
-            run = run_in_memory(kernel, o.schedule)
+                                    keep_draws=keep_draws, trace=chains > 1)
+            run = run_in_memory(kernel, o.schedule, (st, acc, []))
             _st, acc, drawn = run.state
             d_chain += drawn
-            t_chain.append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
+            if chains > 1:
+                t_chain.append([[row[k] for row in run.rows] for k in TRACE_SCALARS])
             if keep_chains:
                 f_chain.append(((acc[0] - f_before) / collect).astype(np.float32))
         f_acc, r_acc, l1_acc = acc
@@ -196,14 +193,17 @@ def infer_topdown(x: np.ndarray, start: Start, options: TopdownOptions, *, seed:
             per_chain.append(np.stack(f_chain))
         if keep_draws:
             draws.append(np.stack(d_chain).reshape(int(chains), collect, nb, -1))
-        traces.append(np.asarray(t_chain, np.float64))
-        trace_images.append(nb)
+        if chains > 1:
+            traces.append(np.asarray(t_chain, np.float64))
+            trace_images.append(nb)
         done = b0 + nb - lo
         say(f"top-down inference: {done}/{hi - lo} images, {done / max(time.time() - t0, 1e-9):.2f} images/s")
     out = {"features": np.concatenate(feats), "reconstruction": np.concatenate(recs),
            "layer1_pooled": np.concatenate(l1s), "chains": int(chains),
-           "trace_sums": np.stack(traces), "trace_images": np.asarray(trace_images, np.int64),
+
            "seconds": time.time() - t0}
+    if chains > 1:
+        out["trace_sums"], out["trace_images"] = np.stack(traces), np.asarray(trace_images, np.int64)
     if keep_chains:
         out["chain_features"] = np.concatenate(per_chain, axis=1)
     if keep_draws:
@@ -223,11 +223,8 @@ class _StatesKernel(Kernel):
     (state: (the model's state, {sweeps: state})), for
     :func:`dgdm_tf.mcmc.driver.run_in_memory`."""
 
-    def __init__(self, sweep_fn, start, x, keep):
-        self.sweep_fn, self.first, self.x, self.keep = sweep_fn, start, x, keep
-
-    def start(self):
-        return self.first, ({0: self.first} if 0 in self.keep else {})
+    def __init__(self, sweep_fn, x, keep):
+        self.sweep_fn, self.x, self.keep = sweep_fn, x, keep
 
     def step(self, state, at):
         st, kept = state
@@ -250,8 +247,9 @@ def chain_states(x: np.ndarray, start: Start, *, seed, sweeps: Sequence[int], sc
     st = init_state(x, model, start.dictionaries, seed, gamma_e_init=start.gamma_e_init,
                     gamma_s_init=start.gamma_s_init, start=top_start)
     keep = {int(t) for t in sweeps}
-    kernel = _StatesKernel(make_sweep_fn(model, update_globals=False), st, tf.constant(x), keep)
-    return model, run_in_memory(kernel, Schedule.steps(max(keep, default=0))).state[1]
+    kernel = _StatesKernel(make_sweep_fn(model, update_globals=False), tf.constant(x), keep)
+    first = (st, {0: st} if 0 in keep else {})
+    return model, run_in_memory(kernel, Schedule.steps(max(keep, default=0)), first).state[1]
 
 
 def missing_mask(shape, kind: str, *, fraction: float = 0.5, block: int = 8, seed: int = 0) -> np.ndarray:
