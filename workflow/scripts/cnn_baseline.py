@@ -20,11 +20,10 @@ import tensorflow as tf  # noqa: E402
 
 import dgdm_tf  # noqa: E402
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
-from dgdm_tf.report.predictions import write_predictions  # noqa: E402
+from dgdm_tf.report import rows  # noqa: E402
 from dgdm_tf.bench.timing import machine_info
 from dgdm_tf.baselines import cnn
 from dgdm_tf import data
-from dgdm_tf.report.scores import class_mean_accuracy  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
@@ -63,43 +62,19 @@ curve = pd.DataFrame(out["curve"])
 with atomic_io.atomic_path(snakemake.output.curve) as tmp:
     curve[["epoch", "seconds_cumulative", "test_error_pct", "train_loss", "epoch_seconds",
            "eval_seconds"]].to_csv(tmp, index=False, float_format="%.6g")
-write_predictions(snakemake.output.predictions, idx_test, y_test, out["test_predictions"])
-
 summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0)), "cnn": elapsed()}
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
-metrics = {
-    "dataset": ds,
-    "method": method,
-    "same_images_as": row,
-    "test_error_pct": out["test_error_pct"],
-    "test_accuracy_pct": 100.0 - out["test_error_pct"],
-    "class_mean_accuracy_pct": class_mean_accuracy(y_test, out["test_predictions"], n_classes),
-    "train_error_pct": out["train_error_pct"],
-    "best_test_error_pct": out["best_test_error_pct"],
-    "best_epoch": out["best_epoch"],
-    "n_train": int(len(y_train)),
-    "n_test": int(len(y_test)),
-    "n_classes": n_classes,
-    "n_params": out["n_params"],
-    "conv_shapes": out["conv_shapes"],
-    "curve": out["curve"],
-    "train_seconds": out["train_seconds"],
-    "train_images_per_s": out["train_images_per_s"],
-    "inference_images_per_s": out["inference_images_per_s"],
-    "peak_rss_mb": out["peak_rss_mb"],
-    "deterministic": out["deterministic"],
-    "wall_seconds": float(sum(by_step.values())),
-    "wall_seconds_by_step": by_step,
-    "seed": seed,
-    "config_file": ", ".join(snakemake.params.config_files),
-    "config": block,
-    "machine": machine_info(),
-    "threads": int(snakemake.threads),
-    "dgdm_tf_version": dgdm_tf.__version__,
-    "tensorflow": tf.__version__,
-    "python": platform.python_version(),
-    "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-}
-atomic_io.write_json(snakemake.output.metrics, metrics)
+# the CNN's provenance: its own block, the machine and TensorFlow (no hyper: not the model's)
+provenance = {"seed": seed, "config_file": ", ".join(snakemake.params.config_files),
+              "config": block, "machine": machine_info(), "threads": int(snakemake.threads),
+              "dgdm_tf_version": dgdm_tf.__version__, "tensorflow": tf.__version__,
+              "python": platform.python_version(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+rows.write_row(rows.RowResult(
+    ds, method, y_test, out["test_predictions"], n_classes, n_train=len(y_train), by_step=by_step,
+    provenance=provenance, train_error_pct=out["train_error_pct"], test_index=idx_test,
+    fields={"same_images_as": row, **{k: out[k] for k in (
+        "best_test_error_pct", "best_epoch", "n_params", "conv_shapes", "curve", "train_seconds",
+        "train_images_per_s", "inference_images_per_s", "peak_rss_mb", "deterministic")}}),
+    metrics=snakemake.output.metrics, predictions=snakemake.output.predictions)
 progress(f"done in {elapsed():.1f} s")

@@ -21,13 +21,13 @@ from dgdm_tf.data.subsets import subset_seeds  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
-from dgdm_tf.report.predictions import write_predictions  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
+from dgdm_tf.report import rows  # noqa: E402
 
 from dgdm_tf.mcem.classify import KeptModels, classify  # noqa: E402
 from dgdm_tf.mcem.options import MapOptions  # noqa: E402
 from dgdm_tf.data.minibatches import McemData  # noqa: E402
-from dgdm_tf.report.scores import class_mean_accuracy, topk_errors  # noqa: E402
+from dgdm_tf.report.scores import topk_errors  # noqa: E402
 
 ds = snakemake.wildcards.ds
 seed_ds = snakemake.params.seed_name  # an ablation draws as its base does: paired runs
@@ -89,22 +89,14 @@ err = topk_errors(scores, labels)
 progress(f"{ds}: {method}: top-1 error {err['top1_error_pct']:.2f}%, top-5 error "
          f"{err['top5_error_pct']:.2f}%")
 
-write_predictions(snakemake.output.predictions, np.arange(len(labels)), labels, pred,
-                            scores[:, :data.n_classes])
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
 by_step = {"stream": float(json.loads(open(snakemake.input.data).read()).get("seconds", 0.0))
            if str(snakemake.input.data).endswith(".json") else 0.0,
            "mcem_train": train_seconds, "mcem_average": avg_seconds, "predict": elapsed()}
-metrics = {
-    "dataset": ds, "method": method,
-    "test_error_pct": err["top1_error_pct"], "top5_error_pct": err["top5_error_pct"],
-    "test_accuracy_pct": 100.0 - err["top1_error_pct"],
-    "class_mean_accuracy_pct": class_mean_accuracy(labels, pred, data.n_classes),
-    "n_train": n_train, "n_test": int(len(labels)), "n_classes": data.n_classes,
-    "n_models_averaged": len(models),
-    "test_images_per_second": float(len(labels) / max(infer_seconds, 1e-9)),
-    "wall_seconds": float(sum(by_step.values())), "wall_seconds_by_step": by_step,
-    **provenance(seed, snakemake.params.config_files, run_cfg),
-}
-atomic_io.write_json(snakemake.output.metrics, metrics)
+rows.write_row(rows.RowResult(
+    ds, method, labels, pred, data.n_classes, n_train=n_train, by_step=by_step,
+    provenance=provenance(seed, snakemake.params.config_files, run_cfg), scores=scores, topk=True,
+    fields={"n_models_averaged": len(models),
+            "test_images_per_second": float(len(labels) / max(infer_seconds, 1e-9))}),
+    metrics=snakemake.output.metrics, predictions=snakemake.output.predictions)
 progress(f"done in {elapsed():.1f} s")

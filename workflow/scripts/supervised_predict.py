@@ -24,8 +24,8 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
-from dgdm_tf.report.predictions import write_predictions  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
+from dgdm_tf.report import rows  # noqa: E402
 
 from dgdm_tf import data
 
@@ -33,7 +33,7 @@ from dgdm_tf.mcem.classify import Classified, classify_supervised, gather_classi
 from dgdm_tf.mcem.options import PredictOptions  # noqa: E402
 from dgdm_tf.mcmc import diagnostics as mixing  # noqa: E402
 from dgdm_tf.report import model_plots as deep_plots  # noqa: E402
-from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
+from dgdm_tf.report.scores import error_pct  # noqa: E402
 from dgdm_tf.core.model import DeepModel  # noqa: E402
 
 ds = snakemake.wildcards.ds
@@ -123,7 +123,6 @@ if n_mm > 0:
     progress(f"{ds}: training images by the test route: error {mismatch['train_error_test_route_pct']:.2f} % "
              f"(the chain's own features: {train_err:.2f} %)")
 
-write_predictions(snakemake.output.predictions, idx, labels, pred, scores)
 names = [str(v) for v in d["class_names"]] if "class_names" in d else None
 deep_plots.plot_confusion(labels, pred, n_classes, snakemake.output.confusion_png,
                           f"{ds}: supervised model ({'MCEM MAP' if kind == 'mcem' else 'posterior-mean'} "
@@ -135,33 +134,22 @@ pretrained_layers = [artifacts.read_pretrained_layer(p) for p in snakemake.input
 by_step = artifacts.upstream_seconds(
     snakemake.input.summary, pretrained_layers,
     artifacts.read_refined_model(snakemake.input.refine[0]) if cfg["start_from"] == "refined" else None)
-n_pre = pretrained_layers[0].n_input
 by_step["supervised"] = train_seconds
 by_step["supervised_predict"] = elapsed()
-metrics = {
-    "dataset": ds,
-    "method": "supervised",
-    "test_error_pct": test_err,
-    "test_accuracy_pct": 100.0 - test_err,
-    "class_mean_accuracy_pct": class_mean_accuracy(labels, pred, n_classes),
-    "train_error_pct": train_err,
-    "per_model_test_error_pct": per_model,
-    "n_models_averaged": n_models,
-    "test_features": kind,
-    "train_test_mismatch": mismatch,
-    "chain": sup.settlement,  # has the training chain settled (the row's label says when not)
-    "mcem_q_trace": q_traces,
-    "activity_ink_layer1": None if mixing_diag is None else mixing_diag["activity_ink_layer1"],
-    "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass
-    "n_train": n_train,
-    "n_test": int(len(x)),
-    "n_classes": n_classes,
-    "n_features": int(np.prod(top_shape)),
-    "pretrain_n_images": n_pre,
-    "dict_sizes": [int(v.shape[-1]) for v in samples_d],
-    "wall_seconds": float(sum(by_step.values())),
-    "wall_seconds_by_step": by_step,
-    **provenance(seed, snakemake.params.config_files, run_cfg),
-}
-atomic_io.write_json(snakemake.output.metrics, metrics)
+rows.write_row(rows.RowResult(
+    ds, "supervised", labels, pred, n_classes, n_train=n_train, by_step=by_step,
+    provenance=provenance(seed, snakemake.params.config_files, run_cfg),
+    train_error_pct=train_err, scores=scores, test_index=idx, fields={
+        "per_model_test_error_pct": per_model,
+        "n_models_averaged": n_models,
+        "test_features": kind,
+        "train_test_mismatch": mismatch,
+        "chain": sup.settlement,  # has the training chain settled (the row's label says when not)
+        "mcem_q_trace": q_traces,
+        "activity_ink_layer1": None if mixing_diag is None else mixing_diag["activity_ink_layer1"],
+        "test_images_per_second": float(n_models * len(x) / max(infer_seconds, 1e-9)),  # per model pass
+        "n_features": int(np.prod(top_shape)),
+        "pretrain_n_images": pretrained_layers[0].n_input,
+        "dict_sizes": [int(v.shape[-1]) for v in samples_d],
+    }), metrics=snakemake.output.metrics, predictions=snakemake.output.predictions)
 progress(f"done in {elapsed():.1f} s")

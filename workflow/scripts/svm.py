@@ -13,9 +13,9 @@ from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
-from dgdm_tf.report.predictions import write_predictions  # noqa: E402
-from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
+from dgdm_tf.report import rows  # noqa: E402
+from dgdm_tf.report.scores import error_pct  # noqa: E402
 from dgdm_tf.supervised.feature_view import svm_view  # noqa: E402
 from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.same_images import same_images_error  # noqa: E402
@@ -76,37 +76,26 @@ else:
     by_step["encoder_features" if reference else "features"] = features_seconds
 by_step["svm"] = elapsed()
 
-write_predictions(snakemake.output.predictions, idx_test, y_test, pred_test, scores)
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
-metrics = {
-    "dataset": ds,
-    "method": method,
-    "test_error_pct": test_err,
-    "test_accuracy_pct": 100.0 - test_err,
-    "class_mean_accuracy_pct": class_mean_accuracy(y_test, pred_test, n_classes),
-    "train_error_pct": train_err,
-    "n_train": int(len(y_train)),
-    "n_test": int(len(y_test)),
-    "n_classes": n_classes,
-    "n_features": int(f_train.shape[1]),  # as the SVM read them (svm_view)
-    "svm_view": view,
-    # how the SVM was fitted (encoder_svm: encoder.svm_method; the others: svm.method)
-    "svm_method": model.options.method,
-    "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
-    "svm_em_last_rel_decrease": model.em_last_rel_decrease(),
-    # EM's linear solves (svm.em_solver): "dense" or "cg", and CG's iterations in all
-    "svm_em_solver": model.em_solver_,
-    "svm_cg_iterations": model.cg_iterations(),
-    "pretrain_n_images": n_pre,
-    "refine_n_images": refine_n_images,
-    # has the refinement settled (rule refine; the row's label says when not)
-    "chain": None if refine is None else refine.settlement,
-    "pretrained_same_subset_test_error_pct": same_subset,
-    "same_images_as": method.split("/", 1)[1] if method.startswith("encoder_at/") else None,
-    "dict_sizes": dict_sizes,
-    "wall_seconds": float(sum(by_step.values())),
-    "wall_seconds_by_step": by_step,
-    **provenance(seed, snakemake.params.config_files, run_cfg),
-}
-atomic_io.write_json(snakemake.output.metrics, metrics)
+rows.write_row(rows.RowResult(
+    ds, method, y_test, pred_test, n_classes, n_train=len(y_train), by_step=by_step,
+    provenance=provenance(seed, snakemake.params.config_files, run_cfg),
+    train_error_pct=train_err, scores=scores, test_index=idx_test, fields={
+        "n_features": int(f_train.shape[1]),  # as the SVM read them (svm_view)
+        "svm_view": view,
+        # how the SVM was fitted (encoder_svm: encoder.svm_method; the others: svm.method)
+        "svm_method": model.options.method,
+        "svm_iterations": len(model.trace),  # EM steps or Gibbs sweeps
+        "svm_em_last_rel_decrease": model.em_last_rel_decrease(),
+        # EM's linear solves (svm.em_solver): "dense" or "cg", and CG's iterations in all
+        "svm_em_solver": model.em_solver_,
+        "svm_cg_iterations": model.cg_iterations(),
+        "pretrain_n_images": n_pre,
+        "refine_n_images": refine_n_images,
+        # has the refinement settled (rule refine; the row's label says when not)
+        "chain": None if refine is None else refine.settlement,
+        "pretrained_same_subset_test_error_pct": same_subset,
+        "same_images_as": method.split("/", 1)[1] if method.startswith("encoder_at/") else None,
+        "dict_sizes": dict_sizes,
+    }), metrics=snakemake.output.metrics, predictions=snakemake.output.predictions)
 progress(f"done in {elapsed():.1f} s")

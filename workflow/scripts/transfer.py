@@ -12,8 +12,8 @@ from dgdm_tf.core.random import seed_for  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dgdm_tf.io import artifacts, atomic as atomic_io  # noqa: E402
-from dgdm_tf.report.predictions import write_predictions  # noqa: E402
+from dgdm_tf.io import artifacts  # noqa: E402
+from dgdm_tf.report import rows  # noqa: E402
 
 from dgdm_tf import data
 
@@ -71,19 +71,14 @@ acc = class_mean_accuracy(y_test, pred, n_classes)
 err = error_pct(pred, y_test)
 progress(f"{ds}: transfer: accuracy averaged over classes {acc:.2f}%, test error {err:.2f}%")
 
-write_predictions(snakemake.output.predictions, np.arange(len(y_test)), y_test, pred,
-                            scores[:, :n_classes])
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, "imagenet_transfer",
                       run_cfg)
-by_step = {"source_mcem_train": source_seconds, "transfer": elapsed()}
-metrics = {
-    "dataset": ds, "method": "imagenet_transfer", "source": snakemake.params.source,
-    "test_error_pct": err, "test_accuracy_pct": 100.0 - err, "class_mean_accuracy_pct": acc,
-    "train_error_pct": error_pct(svm.predict(feats["train"]), y_train),
-    "n_train": int(len(y_train)), "n_test": int(len(y_test)), "n_classes": n_classes,
-    "n_features": int(feats["train"].shape[1]), "image_size": size,
-    "wall_seconds": float(sum(by_step.values())), "wall_seconds_by_step": by_step,
-    **provenance(seed, snakemake.params.config_files, run_cfg),
-}
-atomic_io.write_json(snakemake.output.metrics, metrics)
+rows.write_row(rows.RowResult(
+    ds, "imagenet_transfer", y_test, pred, n_classes, n_train=len(y_train),
+    by_step={"source_mcem_train": source_seconds, "transfer": elapsed()},
+    provenance=provenance(seed, snakemake.params.config_files, run_cfg),
+    train_error_pct=error_pct(svm.predict(feats["train"]), y_train), scores=scores,
+    fields={"source": snakemake.params.source, "n_features": int(feats["train"].shape[1]),
+            "image_size": size}),
+    metrics=snakemake.output.metrics, predictions=snakemake.output.predictions)
 progress(f"done in {elapsed():.1f} s")

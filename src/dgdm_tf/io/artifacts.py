@@ -498,3 +498,4 @@ def upstream_seconds(summary, layers: Sequence[PretrainedLayer] = (),
     if refine is not None:
         by_step["refine"] = refine.seconds
     return by_step
+
