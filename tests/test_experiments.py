@@ -346,6 +346,33 @@ def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
     assert not (tmp_path / "sweeps_0003-0003.npz").exists()
 
 
+def test_chain_length_mixing_reads_chains_together(tmp_path):
+    """Two stationary chains read as settled with R-hat near 1; a trending scalar as drifting;
+    chains of different burn-in are refused."""
+    import json
+
+    import pandas as pd
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+    rng = np.random.default_rng(3)
+    for c in range(2):
+        d = tmp_path / f"c{c}"
+        (d / "checkpoint").mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"burn_in": 10}))
+        pd.DataFrame({"sweep": np.arange(1, 301), "log_joint": rng.standard_normal(300),
+                      "gamma_e_mean": np.arange(300.0) + rng.standard_normal(300)}).to_csv(
+            d / "checkpoint" / "trace.csv", index=False)
+    out = probe.main(["mixing", str(tmp_path / "c0"), str(tmp_path / "c1"), "--at", "200",
+                      "--out", str(tmp_path / "m.json")])
+    assert out["sweeps"] == 200 and out["n_chains"] == 2 and out["n_draws"] == 190
+    assert out["drifting"] == ["gamma_e_mean"] and out["settled"] is False
+    assert out["scalars"]["log_joint"]["rhat"] < 1.05 and abs(out["scalars"]["log_joint"]["drift"]) < 1
+    assert json.loads((tmp_path / "m.json").read_text()) == json.loads(json.dumps(out))
+    (tmp_path / "c1" / "run.json").write_text(json.dumps({"burn_in": 4}))
+    with pytest.raises(SystemExit, match="burn-in differ"):
+        probe.main(["mixing", str(tmp_path / "c0"), str(tmp_path / "c1")])
+
+
 @pytest.mark.slow  # three traces of chains and Algorithm 2: minutes
 def test_chain_length(results, tmp_path):
     """Both chains from the tiny model's pretrained layers, then the rows read at sweep 3."""

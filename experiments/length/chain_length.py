@@ -40,6 +40,8 @@ elements in the data plane, unsupervised beside supervised, most used first).
     python experiments/length/chain_length.py read --results /work/longruns/clone/results/mnist \\
         --refine /work/longruns/length/refine_c0 --supervised /work/longruns/length/supervised_c0 \\
         --lengths 15 50 --n-train 1000 --n-test 1000 --out /tmp/length
+    python experiments/length/chain_length.py mixing /work/longruns/length/supervised_c0 \\
+        /work/longruns/length/supervised_c1 --at 300 --out /tmp/length/mixing_supervised.json
 """
 from __future__ import annotations
 
@@ -427,7 +429,49 @@ def parse(argv=None):
     return a
 
 
+# --- mixing ---------------------------------------------------------------------------------
+
+TRACED = ("log_joint", "rel_residual", "gamma_e_mean", "gamma_s", "active_top", "active_layer1",
+          "dnorm_layer1", "dnorm_layer2", "dmove_layer1", "dmove_layer2", "svm_hinge", "beta_norm")
+
+
+def mixing(argv) -> dict:
+    """`mixing CHAIN_DIR ... [--at T] [--out F]`: the chains' traced scalars read together by
+    `dgdm_tf.mcmc.diagnostics.trace_settlement` (as a workflow run's mixing.json: per scalar
+    each chain's drift over its last third, R-hat across the chains and bulk ESS of the draws
+    after burn-in) over their first T sweeps (default: the sweeps every chain has)."""
+    import pandas as pd
+
+    from dgdm_tf.mcmc.diagnostics import trace_settlement
+
+    p = argparse.ArgumentParser(prog="chain_length.py mixing", description=mixing.__doc__)
+    p.add_argument("chains", nargs="+", help="chain folders (run --out)")
+    p.add_argument("--at", type=int, default=None, help="read the first T sweeps")
+    p.add_argument("--out", default=None, help="write the result here as JSON")
+    a = p.parse_args(argv)
+    traces = [pd.read_csv(Path(c) / "checkpoint" / "trace.csv") for c in a.chains]
+    burn = {json.loads((Path(c) / "run.json").read_text())["burn_in"] for c in a.chains}
+    if len(burn) != 1:
+        raise SystemExit(f"the chains' burn-in differ ({sorted(burn)}): read chains of one run setting")
+    n = min(len(t) for t in traces) if a.at is None else a.at
+    if any(len(t) < n for t in traces):
+        raise SystemExit(f"--at {n}: a chain has only {min(len(t) for t in traces)} sweeps")
+    names = [c for c in TRACED if all(c in t and t[c].notna().any() for t in traces)]
+    out = trace_settlement([{c: t[c].to_numpy()[:n] for c in names} for t in traces],
+                           collected=np.arange(1, n + 1) > burn.pop())
+    out = {"chains": [str(c) for c in a.chains], "sweeps": n, **out}
+    print(json.dumps(out, indent=1))
+    if a.out:
+        atomic.write_json(a.out, out)
+    return out
+
+
 def main(argv=None):
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["mixing"]:
+        return mixing(argv[1:])
     a = parse(argv)
     reproducible_graphs()  # as the rule scripts (workflow/scripts/_common.start)
     return run(a) if a.command == "run" else read(a)
