@@ -332,4 +332,3 @@ def test_artifacts_imports_only_numpy_the_standard_library_and_atomic():
                         for a in node.names)
     outside = {m for m in mods if m.split(".")[0] not in sys.stdlib_module_names}
     assert outside == {"numpy", "dgdm_tf.io.atomic", "dgdm_tf.io.npz_files"}
-

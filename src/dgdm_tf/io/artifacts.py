@@ -498,4 +498,3 @@ def upstream_seconds(summary, layers: Sequence[PretrainedLayer] = (),
     if refine is not None:
         by_step["refine"] = refine.seconds
     return by_step
-
