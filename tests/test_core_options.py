@@ -14,12 +14,12 @@ from dgdm_tf.supervised.options import SvmOptions
 from dgdm_tf.topdown.options import RefineOptions, SupervisedOptions
 from dgdm_tf.topdown.options import InpaintOptions, TopdownOptions
 from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, McemOptions,
-                                  PredictOptions)
+                                  PredictOptions, TransferOptions)
 
 #: every options class (one per config block of an entry point)
 OPTIONS = [RefineOptions, SupervisedOptions, PretrainOptions, FeatureOptions]
 OPTIONS += [TopdownOptions, InpaintOptions, MapOptions, Alg2Options, PredictOptions, McemOptions,
-            AveragingOptions, SvmOptions]
+            AveragingOptions, SvmOptions, TransferOptions]
 
 
 def _schema_default(cls, where: str):

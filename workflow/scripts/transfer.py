@@ -4,6 +4,8 @@ and scaled as the source's inputs, get their top-layer features by test-time MCE
 (Algorithm 2), and a new Bayesian SVM is trained on them. Accuracy averaged over classes.
 """
 
+import dataclasses
+
 from _common import elapsed, plain, progress, provenance, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
@@ -18,7 +20,7 @@ from dgdm_tf.report import rows  # noqa: E402
 from dgdm_tf import data
 
 from dgdm_tf.mcem import test_time as deep_mcem
-from dgdm_tf.mcem.options import MapOptions  # noqa: E402
+from dgdm_tf.mcem.options import TransferOptions  # noqa: E402
 from dgdm_tf.topdown.options import Start  # noqa: E402
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct  # noqa: E402
 from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
@@ -44,9 +46,7 @@ n_classes = int(summary["n_classes"])
 progress(f"{ds}: transfer from {snakemake.params.source}: {summary['n_train']} training / "
          f"{summary['n_test']} test images at {size}x{size}, {n_classes} classes")
 
-# the transfer block's burn_in, iterations and batch size; the rest MapOptions' defaults
-options = MapOptions(burn_in=int(tcfg["burn_in"]), iterations=int(tcfg["iterations"]),
-                     batch_size=int(tcfg["batch_size"]), scan=snakemake.params.scan)
+options = dataclasses.replace(TransferOptions.from_config(tcfg), scan=snakemake.params.scan).map
 feats = {}
 for split in ("train", "test"):
     x = d[f"x_{split}"]

@@ -48,6 +48,24 @@ def _map_options(block, iterations: int) -> MapOptions:
                       tol=float(block.tol), scan=block.scan)
 
 
+@options("dataset.transfer", other={
+    "source": "the rule reads that dataset's MCEM model", "image_size": "the rule script prepares "
+    "the target images at this size", "n_train": "the rule script picks the images",
+    "n_test": "the rule script picks the images"},
+    library_only={"scan": "the source's mcem block's scan (the rule passes it)"})
+class TransferOptions:
+    """``map``: these as :class:`MapOptions` (Algorithm 2's other settings its defaults)."""
+    burn_in: int = 2
+    iterations: int = 4
+    batch_size: int = 32
+    scan: str = "random"
+
+    @property
+    def map(self) -> MapOptions:
+        return MapOptions(burn_in=self.burn_in, iterations=self.iterations,
+                          batch_size=self.batch_size, scan=self.scan)
+
+
 @options("dataset.topdown_features.alg2", library_only={
     "scan": "the topdown_features block's scan (topdown_route sets it)"})
 class Alg2Options:
