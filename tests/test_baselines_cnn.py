@@ -38,8 +38,9 @@ def tiny_data(tmp_path_factory):
 
 
 def _train(data, seed=0, epochs=2):
-    return cnn.train_cnn(*data, layers=TINY, n_classes=10, epochs=epochs, batch_size=32,
-                         fc_units=32, dropout=0.5, learning_rate=1e-3, seed=seed,
+    options = cnn.CnnOptions(epochs=epochs, batch_size=32, fc_units=32, dropout=0.5,
+                             learning_rate=1e-3)
+    return cnn.train_cnn(data[:2], data[2:], options, layers=TINY, n_classes=10, seed=seed,
                          progress=lambda _: None)
 
 
@@ -89,9 +90,13 @@ def test_build_cnn_shapes_and_clear_errors():
     with pytest.raises(ValueError, match="missing key"):
         cnn.conv_shapes((28, 28, 1), [{"dict_size": 3, "pool": 1}])
     with pytest.raises(ValueError, match="y_train must lie in"):
-        cnn.train_cnn(np.zeros((4, 28, 28, 1)), np.array([0, 1, 2, 12]),
-                      np.zeros((2, 28, 28, 1)), np.array([0, 1]), layers=TINY, n_classes=10,
-                      epochs=1)
+        cnn.train_cnn((np.zeros((4, 28, 28, 1)), np.array([0, 1, 2, 12])),
+                      (np.zeros((2, 28, 28, 1)), np.array([0, 1])), cnn.CnnOptions(epochs=1),
+                      layers=TINY, n_classes=10)
+    with pytest.raises(ValueError, match="epochs and batch_size must be >= 1"):
+        cnn.CnnOptions(epochs=0)
+    with pytest.raises(ValueError, match="unknown key 'epoch'"):
+        cnn.CnnOptions.from_config({"epoch": 3})
 
 
 # ------------------------------------------------------------------------ tables

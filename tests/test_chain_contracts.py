@@ -40,6 +40,8 @@ ENTRY_POINTS = [
     "dgdm_tf.io.artifacts.write_refined_model",
     "dgdm_tf.io.artifacts.write_supervised_model",
     "dgdm_tf.io.artifacts.write_mcem_model",
+    "dgdm_tf.report.rows.write_row",
+    "dgdm_tf.baselines.cnn.train_cnn",
 ]
 MAX_PARAMETERS = 8
 

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from dgdm_tf.baselines.cnn import CnnOptions
 from dgdm_tf.core import options as core_options
 from dgdm_tf.pretrain.options import FeatureOptions, PretrainOptions
 from dgdm_tf.pretrain.ridge_start import RidgeStart
@@ -19,7 +20,7 @@ from dgdm_tf.mcem.options import (Alg2Options, AveragingOptions, MapOptions, Mce
 #: every options class (one per config block of an entry point)
 OPTIONS = [RefineOptions, SupervisedOptions, PretrainOptions, FeatureOptions]
 OPTIONS += [TopdownOptions, InpaintOptions, MapOptions, Alg2Options, PredictOptions, McemOptions,
-            AveragingOptions, SvmOptions, TransferOptions]
+            AveragingOptions, SvmOptions, TransferOptions, CnnOptions]
 
 
 def _schema_default(cls, where: str):

@@ -49,11 +49,9 @@ for name, size in (("train", block["n_train"]), ("test", block["n_test"])):
 del d
 
 (x_train, y_train, _), (x_test, y_test, idx_test) = split["train"], split["test"]
-out = cnn.train_cnn(x_train, y_train, x_test, y_test, layers=layers, n_classes=n_classes,
-                    epochs=int(ccfg["epochs"]), batch_size=int(ccfg["batch_size"]),
-                    fc_units=int(ccfg["fc_units"]), dropout=float(ccfg["dropout"]),
-                    learning_rate=float(ccfg["learning_rate"]),
-                    seed=seed_for(seed, seed_ds, method), progress=progress)
+options = cnn.CnnOptions.from_config(ccfg)
+out = cnn.train_cnn((x_train, y_train), (x_test, y_test), options, layers=layers,
+                    n_classes=n_classes, seed=seed_for(seed, seed_ds, method), progress=progress)
 progress(f"{ds}: CNN test error {out['test_error_pct']:.2f}% after {ccfg['epochs']} epochs "
          f"(best {out['best_test_error_pct']:.2f}% at epoch {out['best_epoch']}), train "
          f"error {out['train_error_pct']:.2f}%, {out['train_seconds']:.1f} s training")

@@ -31,6 +31,8 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dgdm_tf.core.options import options
+
 #: keys of one layer of ``datasets.<ds>.model.layers`` that shape the CNN
 LAYER_KEYS = ("dict_size", "n_dict", "pool")
 
@@ -145,13 +147,28 @@ def _check_arrays(x_train, y_train, x_test, y_test, n_classes: int) -> None:
                          f"{x_test.shape[1:]} differ in shape")
 
 
-def train_cnn(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
-              y_test: np.ndarray, *, layers: Sequence[dict], n_classes: int, epochs: int,
-              batch_size: int = 128, fc_units: int = 1024, dropout: float = 0.5,
-              learning_rate: float = 1e-3, seed: int = 0, deterministic: bool = True,
-              eval_batch_size: int = 1000,
-              progress: Callable[[str], None] = print) -> dict:
-    """Train the CNN for ``epochs`` and score the test set after every epoch.
+@options("dataset.cnn", library_only={
+    "deterministic": "TensorFlow's op determinism for the call (then restored)",
+    "eval_batch_size": "images a batch when scoring (memory, not the result)"})
+class CnnOptions:
+    """Validated: ``epochs`` and ``batch_size`` at least 1."""
+    epochs: int = 25
+    batch_size: int = 128
+    fc_units: int = 1024
+    dropout: float = 0.5
+    learning_rate: float = 0.001
+    deterministic: bool = True
+    eval_batch_size: int = 1000
+
+    def __post_init__(self):
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"CNN: epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+
+
+def train_cnn(train: tuple, test: tuple, options: CnnOptions, *, layers: Sequence[dict],
+              n_classes: int, seed: int = 0, progress: Callable[[str], None] = print) -> dict:
+    """Train the CNN on ``train`` = (x, y) for ``options.epochs`` and score ``test`` = (x, y)
+    after every epoch.
 
     Returns a dict:
 
@@ -174,13 +191,16 @@ def train_cnn(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     from dgdm_tf.core.memory import peak_rss_mb
 
     t_start = time.perf_counter()
+    o = options
+    epochs, batch_size, deterministic, eval_batch_size = (o.epochs, o.batch_size, o.deterministic,
+                                                          o.eval_batch_size)
+    fc_units, dropout, learning_rate = o.fc_units, o.dropout, o.learning_rate
+    (x_train, y_train), (x_test, y_test) = train, test
     x_train = np.asarray(x_train, dtype=np.float32)
     x_test = np.asarray(x_test, dtype=np.float32)
     y_train = np.asarray(y_train, dtype=np.int64)
     y_test = np.asarray(y_test, dtype=np.int64)
     _check_arrays(x_train, y_train, x_test, y_test, n_classes)
-    if epochs < 1 or batch_size < 1:
-        raise ValueError(f"CNN: epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
 
     was_deterministic = _op_determinism(None)
     if deterministic and not was_deterministic:
