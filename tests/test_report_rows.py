@@ -55,6 +55,15 @@ def test_write_row_refuses_a_nan_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_row_that_does_not_add_up_is_refused():
+    with pytest.raises(ValueError, match="4 labels, 3 predictions"):
+        _row(predicted=[0, 1, 1])
+    with pytest.raises(ValueError, match="topk reads the error from the scores"):
+        _row(topk=True)
+    with pytest.raises(ValueError, match=r"fields \['seed', 'test_error_pct'\] are computed"):
+        _row(fields={"test_error_pct": 1.0, "seed": 3})
+
+
 def test_every_row_script_writes_its_files_through_write_row():
     """A script that writes a row's predictions writes its metrics through write_row alone:
     no row's error or provenance is assembled or written by hand."""

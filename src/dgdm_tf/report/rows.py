@@ -17,14 +17,20 @@ from dgdm_tf.report.predictions import write_predictions
 from dgdm_tf.report.scores import class_mean_accuracy, error_pct, topk_errors
 
 
+#: the metrics.json keys write_row computes (a row's own fields may not reuse them)
+COMPUTED = frozenset({"dataset", "method", "test_error_pct", "top5_error_pct", "test_accuracy_pct",
+                      "class_mean_accuracy_pct", "train_error_pct", "n_train", "n_test", "n_classes",
+                      "wall_seconds", "wall_seconds_by_step"})
+
+
 @dataclass(frozen=True)
 class RowResult:
     """One table row's classification of its test images, and what its metrics.json says
     beside the scores.
 
     ``labels`` / ``predicted`` (N,) and, when given, ``scores`` (N, >= n_cls) decision
-    values (the first n_cls columns written to predictions.csv); ``test_index`` the images' indices in the test split
-    (None: 0..N-1). ``topk``: the error is read from the scores' ranking (top-1 and
+    values (the first n_cls columns written to predictions.csv); ``test_index`` the
+    images' indices in the test split (None: 0..N-1). ``topk``: the error is read from the scores' ranking (top-1 and
     top-5), as the large-class rows report it, not from ``predicted``. ``fields`` are the
     row's own keys, ``by_step`` the wall seconds of every rule behind the number, and
     ``provenance`` the keys every metrics.json ends with (seed, config, versions)."""
@@ -42,6 +48,18 @@ class RowResult:
     test_index: Any = None
     topk: bool = False
     fields: dict | None = None
+
+    def __post_init__(self):
+        n = len(self.labels)
+        if len(self.predicted) != n or (self.scores is not None and len(self.scores) != n):
+            raise ValueError(f"{self.dataset} {self.method}: {n} labels, {len(self.predicted)} "
+                             f"predictions, {None if self.scores is None else len(self.scores)} score rows")
+        if self.topk and self.scores is None:
+            raise ValueError(f"{self.dataset} {self.method}: topk reads the error from the scores; give scores")
+        taken = set(self.fields or {}) & (COMPUTED | set(self.provenance))
+        if taken:
+            raise ValueError(f"{self.dataset} {self.method}: fields {sorted(taken)} are computed "
+                             "or provenance keys; name the row's own key otherwise")
 
     def metrics(self) -> dict:
         """metrics.json's keys: the test error (and accuracy, class-mean accuracy), the
