@@ -359,13 +359,17 @@ def test_chain_length_mixing_reads_chains_together(tmp_path):
         d = tmp_path / f"c{c}"
         (d / "checkpoint").mkdir(parents=True)
         (d / "run.json").write_text(json.dumps({"burn_in": 10}))
-        pd.DataFrame({"sweep": np.arange(1, 301), "log_joint": rng.standard_normal(300),
-                      "gamma_e_mean": np.arange(300.0) + rng.standard_normal(300)}).to_csv(
-            d / "checkpoint" / "trace.csv", index=False)
+        # an unsupervised two-layer chain's settlement scalars: stationary but gamma_e
+        cols = ["log_joint", "active_top", "active_layer1", "dnorm_layer1", "dnorm_layer2",
+                "dmove_layer1", "dmove_layer2"]
+        trace = {"sweep": np.arange(1, 301), **{k: rng.standard_normal(300) for k in cols},
+                 "gamma_e_mean": np.arange(300.0) + rng.standard_normal(300)}
+        pd.DataFrame(trace).to_csv(d / "checkpoint" / "trace.csv", index=False)
     out = probe.main(["mixing", str(tmp_path / "c0"), str(tmp_path / "c1"), "--at", "200",
                       "--out", str(tmp_path / "m.json")])
     assert out["sweeps"] == 200 and out["n_chains"] == 2 and out["n_draws"] == 190
     assert out["drifting"] == ["gamma_e_mean"] and out["settled"] is False
+    assert set(out["scalars"]) == set(cols) | {"gamma_e_mean"}  # refine.settle_columns(2, False)
     assert out["scalars"]["log_joint"]["rhat"] < 1.05 and abs(out["scalars"]["log_joint"]["drift"]) < 1
     assert json.loads((tmp_path / "m.json").read_text()) == json.loads(json.dumps(out))
     (tmp_path / "c1" / "run.json").write_text(json.dumps({"burn_in": 4}))

@@ -321,7 +321,7 @@ def test_refinement_chains_and_their_settlement(tmp_path):
     for out in (one, two):
         st = out["settlement"]
         assert not st["settled"] and st["drifting"] and "not computed" in st["rhat"]
-        assert set(st["scalars"]) == set(refine.settle_columns(model))
+        assert set(st["scalars"]) == set(refine.settle_columns(model.n_layers, model.supervised))
     assert one["settlement"]["n_chains"] == 1 and two["settlement"]["n_chains"] == 2
     verdict = [m for m in said if "settled" in m]
     assert len(verdict) == 1 and verdict[0].startswith("refinement not settled: ")

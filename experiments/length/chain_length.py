@@ -431,10 +431,6 @@ def parse(argv=None):
 
 # --- mixing ---------------------------------------------------------------------------------
 
-TRACED = ("log_joint", "rel_residual", "gamma_e_mean", "gamma_s", "active_top", "active_layer1",
-          "dnorm_layer1", "dnorm_layer2", "dmove_layer1", "dmove_layer2", "svm_hinge", "beta_norm")
-
-
 def mixing(argv) -> dict:
     """`mixing CHAIN_DIR ... [--at T] [--out F]`: the chains' traced scalars read together by
     `dgdm_tf.mcmc.diagnostics.trace_settlement` (as a workflow run's mixing.json: per scalar
@@ -443,6 +439,7 @@ def mixing(argv) -> dict:
     import pandas as pd
 
     from dgdm_tf.mcmc.diagnostics import trace_settlement
+    from dgdm_tf.topdown.refine import settle_columns
 
     p = argparse.ArgumentParser(prog="chain_length.py mixing", description=mixing.__doc__)
     p.add_argument("chains", nargs="+", help="chain folders (run --out)")
@@ -456,7 +453,8 @@ def mixing(argv) -> dict:
     n = min(len(t) for t in traces) if a.at is None else a.at
     if any(len(t) < n for t in traces):
         raise SystemExit(f"--at {n}: a chain has only {min(len(t) for t in traces)} sweeps")
-    names = [c for c in TRACED if all(c in t and t[c].notna().any() for t in traces)]
+    # the scalars a workflow run's refine / supervised mixing.json reads
+    names = settle_columns(sum(c.startswith("dnorm_layer") for c in traces[0]), "beta_norm" in traces[0])
     out = trace_settlement([{c: t[c].to_numpy()[:n] for c in names} for t in traces],
                            collected=np.arange(1, n + 1) > burn.pop())
     out = {"chains": [str(c) for c in a.chains], "sweeps": n, **out}

@@ -5,10 +5,8 @@ them); metrics.json (with the per-epoch curve), curve.csv, predictions.csv and t
 resolved config (config.yaml) in results/{ds}/cnn/ or results/{ds}/cnn_at/{row}/."""
 
 import json
-import platform
-import time
 
-from _common import elapsed, plain, progress, start, write_resolved_config
+from _common import elapsed, plain, progress, provenance, start, write_resolved_config
 
 start(snakemake, tensorflow=True)
 
@@ -18,7 +16,6 @@ from dgdm_tf.data.subsets import shared_subset  # noqa: E402
 import pandas as pd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import dgdm_tf  # noqa: E402
 from dgdm_tf.io import atomic as atomic_io  # noqa: E402
 from dgdm_tf.report import rows  # noqa: E402
 from dgdm_tf.bench.timing import machine_info
@@ -63,14 +60,13 @@ with atomic_io.atomic_path(snakemake.output.curve) as tmp:
 summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0)), "cnn": elapsed()}
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
-# the CNN's provenance: its own block, the machine and TensorFlow (no hyper: not the model's)
-provenance = {"seed": seed, "config_file": ", ".join(snakemake.params.config_files),
-              "config": block, "machine": machine_info(), "threads": int(snakemake.threads),
-              "dgdm_tf_version": dgdm_tf.__version__, "tensorflow": tf.__version__,
-              "python": platform.python_version(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+# the rows' provenance without the model's hyperparameters (the CNN has none), with the
+# machine and TensorFlow, which its throughput figures depend on
+kept = {k: v for k, v in provenance(seed, snakemake.params.config_files, run_cfg).items() if k != "hyper"}
+kept.update(machine=machine_info(), threads=int(snakemake.threads), tensorflow=tf.__version__)
 rows.write_row(rows.RowResult(
     ds, method, y_test, out["test_predictions"], n_classes, n_train=len(y_train), by_step=by_step,
-    provenance=provenance, train_error_pct=out["train_error_pct"], test_index=idx_test,
+    provenance=kept, train_error_pct=out["train_error_pct"], test_index=idx_test,
     fields={"same_images_as": row, **{k: out[k] for k in (
         "best_test_error_pct", "best_epoch", "n_params", "conv_shapes", "curve", "train_seconds",
         "train_images_per_s", "inference_images_per_s", "peak_rss_mb", "deterministic")}}),

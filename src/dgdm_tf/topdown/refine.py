@@ -45,13 +45,14 @@ def trace_columns(model: DeepModel) -> list[str]:
     return cols + ["seconds"]
 
 
-def settle_columns(model: DeepModel) -> list[str]:
-    """The traced scalars of the global state whose drift says whether a chain has
-    settled (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`)."""
+def settle_columns(n_layers: int, supervised: bool) -> list[str]:
+    """The traced scalars of the global state whose drift says whether a chain of
+    ``n_layers`` layers (with the SVM: ``supervised``) has settled
+    (:func:`dgdm_tf.mcmc.diagnostics.trace_settlement`)."""
     cols = ["log_joint", "gamma_e_mean", "active_top"]
-    cols += [f"active_layer{l + 1}" for l in range(model.n_layers - 1)]
-    cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(model.n_layers)]
-    return cols + (["svm_hinge", "beta_norm"] if model.supervised else [])
+    cols += [f"active_layer{l + 1}" for l in range(n_layers - 1)]
+    cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(n_layers)]
+    return cols + (["svm_hinge", "beta_norm"] if supervised else [])
 
 
 def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, seconds,
@@ -394,7 +395,7 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
             return None
         runs.append(run)
     traces = [r.rows for r in runs]
-    settle = trace_settlement([{k: [row[k] for row in rows] for k in settle_columns(model)}
+    settle = trace_settlement([{k: [row[k] for row in rows] for k in settle_columns(model.n_layers, model.supervised)}
                                for rows in traces],
                               collected=[row["phase"] == "collect" for row in traces[0]],
                               tolerance=o.settle_tolerance)
