@@ -98,14 +98,17 @@ def load_layers(paths):
 
 
 def provenance(seed: int, config_files, run_cfg: dict) -> dict:
-    """The keys every metrics.json ends with: seed, config, versions, time."""
+    """The keys every metrics.json ends with: seed, config (and hyper where the run has
+    them), versions, time."""
     import platform
     import time as _time
 
     import dgdm_tf
 
+    # a row without a model (the CNN) has no hyperparameters to record
+    hyper = {"hyper": run_cfg["hyper"]} if "hyper" in run_cfg else {}
     return {"seed": seed, "config_file": ", ".join(config_files), "config": run_cfg["block"],
-            "hyper": run_cfg["hyper"], "dgdm_tf_version": dgdm_tf.__version__,
+            **hyper, "dgdm_tf_version": dgdm_tf.__version__,
             "python": platform.python_version(), "finished": _time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 

@@ -60,10 +60,9 @@ with atomic_io.atomic_path(snakemake.output.curve) as tmp:
 summary = json.loads(open(snakemake.input.summary).read())
 by_step = {"prepare": float(summary.get("seconds", 0.0)), "cnn": elapsed()}
 write_resolved_config(snakemake.output.config, snakemake.params.config_files, method, run_cfg)
-# the rows' provenance without the model's hyperparameters (the CNN has none), with the
-# machine and TensorFlow, which its throughput figures depend on
-kept = {k: v for k, v in provenance(seed, snakemake.params.config_files, run_cfg).items() if k != "hyper"}
-kept.update(machine=machine_info(), threads=int(snakemake.threads), tensorflow=tf.__version__)
+# the rows' provenance, with the machine and TensorFlow, which its throughput figures depend on
+kept = {**provenance(seed, snakemake.params.config_files, run_cfg), "machine": machine_info(),
+        "threads": int(snakemake.threads), "tensorflow": tf.__version__}
 rows.write_row(rows.RowResult(
     ds, method, y_test, out["test_predictions"], n_classes, n_train=len(y_train), by_step=by_step,
     provenance=kept, train_error_pct=out["train_error_pct"], test_index=idx_test,
