@@ -366,12 +366,13 @@ def test_chain_length_mixing_reads_chains_together(tmp_path):
                  "gamma_e_mean": np.arange(300.0) + rng.standard_normal(300)}
         pd.DataFrame(trace).to_csv(d / "checkpoint" / "trace.csv", index=False)
     out = probe.main(["mixing", str(tmp_path / "c0"), str(tmp_path / "c1"), "--at", "200",
-                      "--out", str(tmp_path / "m.json")])
+                      "--out", str(tmp_path / "m.json"), "--png", str(tmp_path / "m.png")])
     assert out["sweeps"] == 200 and out["n_chains"] == 2 and out["n_draws"] == 190
     assert out["drifting"] == ["gamma_e_mean"] and out["settled"] is False
     assert set(out["scalars"]) == set(cols) | {"gamma_e_mean"}  # refine.settle_columns(2, False)
     assert out["scalars"]["log_joint"]["rhat"] < 1.05 and abs(out["scalars"]["log_joint"]["drift"]) < 1
     assert json.loads((tmp_path / "m.json").read_text()) == json.loads(json.dumps(out))
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "c1" / "run.json").write_text(json.dumps({"burn_in": 4}))
     with pytest.raises(SystemExit, match="burn-in differ"):
         probe.main(["mixing", str(tmp_path / "c0"), str(tmp_path / "c1")])

@@ -432,10 +432,11 @@ def parse(argv=None):
 # --- mixing ---------------------------------------------------------------------------------
 
 def mixing(argv) -> dict:
-    """`mixing CHAIN_DIR ... [--at T] [--out F]`: the chains' traced scalars read together by
-    `dgdm_tf.mcmc.diagnostics.trace_settlement` (as a workflow run's mixing.json: per scalar
-    each chain's drift over its last third, R-hat across the chains and bulk ESS of the draws
-    after burn-in) over their first T sweeps (default: the sweeps every chain has)."""
+    """`mixing CHAIN_DIR ... [--at T] [--out F] [--png P]`: the chains' traced scalars read
+    together by `dgdm_tf.mcmc.diagnostics.trace_settlement` (as a workflow run's mixing.json:
+    per scalar each chain's drift over its last third, R-hat across the chains and bulk ESS of
+    the draws after burn-in) over their first T sweeps (default: the sweeps every chain has);
+    P draws the traces, one panel a scalar (`dgdm_tf.report.plots.plot_chain_traces`)."""
     import pandas as pd
 
     from dgdm_tf.mcmc.diagnostics import trace_settlement
@@ -445,6 +446,7 @@ def mixing(argv) -> dict:
     p.add_argument("chains", nargs="+", help="chain folders (run --out)")
     p.add_argument("--at", type=int, default=None, help="read the first T sweeps")
     p.add_argument("--out", default=None, help="write the result here as JSON")
+    p.add_argument("--png", default=None, help="draw the chains' traces here (one panel a scalar)")
     a = p.parse_args(argv)
     traces = [pd.read_csv(Path(c) / "checkpoint" / "trace.csv") for c in a.chains]
     burn = {json.loads((Path(c) / "run.json").read_text())["burn_in"] for c in a.chains}
@@ -455,12 +457,19 @@ def mixing(argv) -> dict:
         raise SystemExit(f"--at {n}: a chain has only {min(len(t) for t in traces)} sweeps")
     # the scalars a workflow run's refine / supervised mixing.json reads
     names = settle_columns(sum(c.startswith("dnorm_layer") for c in traces[0]), "beta_norm" in traces[0])
-    out = trace_settlement([{c: t[c].to_numpy()[:n] for c in names} for t in traces],
-                           collected=np.arange(1, n + 1) > burn.pop())
+    burn_in = burn.pop()
+    series = [{c: t[c].to_numpy()[:n] for c in names} for t in traces]
+    out = trace_settlement(series, collected=np.arange(1, n + 1) > burn_in)
     out = {"chains": [str(c) for c in a.chains], "sweeps": n, **out}
     print(json.dumps(out, indent=1))
     if a.out:
         atomic.write_json(a.out, out)
+    if a.png:
+        from dgdm_tf.report.plots import plot_chain_traces
+
+        plot_chain_traces(series, a.png, f"{len(series)} chains, {n} sweeps (shaded: burn-in; "
+                          f"dotted: the last third)", burn_in=burn_in,
+                          drift={k: v["drift"] for k, v in out["scalars"].items()})
     return out
 
 

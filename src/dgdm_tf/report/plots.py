@@ -77,6 +77,35 @@ def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
     save_figure(fig, path)
 
 
+
+def plot_chain_traces(traces: list[dict], path: str | os.PathLike, title: str, *,
+                      burn_in: int, drift: dict | None = None) -> None:
+    """Each scalar's trace, one panel a scalar and one line a chain, against the sweep:
+    ``traces[c][name]`` is chain c's array (sweep 1 first). Burn-in is shaded and the last
+    third, the window a drift is measured over, is marked; ``drift`` (name -> value) goes
+    into each panel's title."""
+    names = list(traces[0])
+    cols = min(4, len(names))
+    rows = math.ceil(len(names) / cols)
+    sns.set_theme(style="whitegrid", font_scale=0.7)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.3 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        for c, tr in enumerate(traces):
+            v = np.asarray(tr[name], dtype=float)
+            ax.plot(np.arange(1, len(v) + 1), v, lw=0.9, label=f"chain {c}")
+        n = max(len(tr[name]) for tr in traces)
+        ax.axvspan(0.5, burn_in + 0.5, color="0.9")
+        ax.axvline(n - n // 3 + 0.5, color="0.5", lw=0.6, ls=":")
+        ax.set_title(name + (f" (drift {drift[name]:+.2f})" if drift and name in drift else ""),
+                     fontsize=7)
+        ax.set_xlabel("sweep")
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+
 def plot_activity(activity: np.ndarray, ink: np.ndarray, r: float,
                   path: str | os.PathLike, title: str) -> None:
     """Mean |pooled feature| per cell beside the mean ink under each cell
