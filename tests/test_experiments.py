@@ -456,3 +456,25 @@ SMOKE_RUNS = {
     "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
     "tracing/grappler_cost.py": test_grappler_cost,
 }
+
+
+def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
+    """A residual falling as sweep^-0.3 with gamma_e at its noise level reads exponent 0.3 and
+    a constant rr^2 gamma_e; one that meets a floor reads exponent 0 over its last quarter."""
+    import pandas as pd
+
+    probe = load_probe(EXPERIMENTS / "length" / "residual_decay.py")
+    t = np.arange(1, 201, dtype=float)
+    for name, rr in (("power", 0.1 * t ** -0.3), ("floor", np.maximum(0.1 * t ** -0.3, 0.05))):
+        (tmp_path / name / "checkpoint").mkdir(parents=True)
+        pd.DataFrame({"sweep": t, "rel_residual": rr, "gamma_e_mean": 14.0 / rr ** 2}).to_csv(
+            tmp_path / name / "checkpoint" / "trace.csv", index=False)
+    out = probe.main([str(tmp_path / "power"), str(tmp_path / "floor"), "--at", "10", "300",
+                      "--png", str(tmp_path / "d.png"), "--out", str(tmp_path / "d.json")])
+    assert out["power"]["exponent_second_half"] == pytest.approx(0.3, abs=1e-6)
+    assert out["power"]["rr2_gamma_e_spread_second_half"] == pytest.approx(0, abs=1e-9)
+    assert out["power"]["at"][10]["rr2_gamma_e"] == pytest.approx(14.0) and 300 not in out["power"]["at"]
+    assert out["floor"]["exponent_last_quarter"] == pytest.approx(0, abs=1e-9)
+    assert (tmp_path / "d.png").stat().st_size > 0 and (tmp_path / "d.json").exists()
+    with pytest.raises(SystemExit, match="1 labels for 2 chains"):
+        probe.main([str(tmp_path / "power"), str(tmp_path / "floor"), "--label", "x"])
