@@ -29,7 +29,7 @@ def planned_files(out: str) -> list[str]:
 
 
 def test_the_shipped_ablations_exist():
-    assert {"gamma_s_global", "readout_chain", "pretrain_burn_in_15",
+    assert {"gamma_s_global", "readout_chain", "pretrain_burn_in_60",
             "pretrain_burn_in_240"} <= set(ABLATIONS)
 
 

@@ -74,7 +74,7 @@ class _LayerChain:
     derive: ``anneal_sweeps``, round(anneal_fraction x burn_in); ``jit_for(l, L)``, layer
     l's flag of the per-layer jit_compile; ``batch_bounds(n)``, the batches of
     ``batch_size`` images."""
-    burn_in: int = 60
+    burn_in: int = 15
     collect: int = 20
     batch_size: int | None = None
     jit_compile: bool | str | tuple = "top"

@@ -93,7 +93,7 @@ class RefineOptions(_Chain):
 class SupervisedOptions(_Chain):
     """``svm_hyper``: the SVM's settings (:class:`dgdm_tf.supervised.joint_svm.SvmHyper`);
     ``keep_models`` None keeps every collected draw."""
-    burn_in: int = 4
+    burn_in: int = 1
     collect: int = 2
     scan: str = "fixed"
     gamma: float = 1.0
