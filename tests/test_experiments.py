@@ -442,22 +442,6 @@ def test_algorithm1(results, tmp_path):
     assert set(got["pairs"]) == {"1", "2"} and all(len(v) == 3 for v in got["pairs"].values())
     assert all("refit" in r for r in got["runs"][str(sup)]["epochs"].values())
 
-
-SMOKE_RUNS = {
-    "length/algorithm1.py": test_algorithm1,
-    "length/chain_length.py": test_chain_length,
-    "estimators/compare_routes.py": test_compare_routes,
-    "estimators/alg2_objective.py": test_alg2_objective,
-    "estimators/supervised_refit.py": test_supervised_refit,
-    "determinism/compare_results.py": test_compare_results,
-    "generation/prior_draws.py": test_prior_draws,
-    "svm_wide/feature_transform.py": test_feature_transform,
-    "mixing/x_next_rank.py": test_x_next_rank,
-    "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
-    "tracing/grappler_cost.py": test_grappler_cost,
-}
-
-
 def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
     """A residual falling as sweep^-0.3 with gamma_e at its noise level reads exponent 0.3 and
     a constant rr^2 gamma_e; one that meets a floor reads exponent 0 over its last quarter."""
@@ -478,3 +462,20 @@ def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
     assert (tmp_path / "d.png").stat().st_size > 0 and (tmp_path / "d.json").exists()
     with pytest.raises(SystemExit, match="1 labels for 2 chains"):
         probe.main([str(tmp_path / "power"), str(tmp_path / "floor"), "--label", "x"])
+
+
+SMOKE_RUNS = {
+    "length/algorithm1.py": test_algorithm1,
+    "length/chain_length.py": test_chain_length,
+    "length/residual_decay.py": test_residual_decay_reads_the_power_law_and_a_floor,
+    "estimators/compare_routes.py": test_compare_routes,
+    "estimators/alg2_objective.py": test_alg2_objective,
+    "estimators/supervised_refit.py": test_supervised_refit,
+    "determinism/compare_results.py": test_compare_results,
+    "generation/prior_draws.py": test_prior_draws,
+    "svm_wide/feature_transform.py": test_feature_transform,
+    "mixing/x_next_rank.py": test_x_next_rank,
+    "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
+    "tracing/grappler_cost.py": test_grappler_cost,
+}
+
