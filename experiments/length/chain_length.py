@@ -439,7 +439,7 @@ def mixing(argv) -> dict:
     P draws the traces, one panel a scalar (`dgdm_tf.report.plots.plot_chain_traces`)."""
     import pandas as pd
 
-    from dgdm_tf.mcmc.diagnostics import trace_settlement
+    from dgdm_tf.mcmc.diagnostics import drift_window, trace_settlement
     from dgdm_tf.topdown.refine import settle_columns
 
     p = argparse.ArgumentParser(prog="chain_length.py mixing", description=mixing.__doc__)
@@ -468,7 +468,7 @@ def mixing(argv) -> dict:
         from dgdm_tf.report.plots import plot_chain_traces
 
         plot_chain_traces(series, a.png, f"{len(series)} chains, {n} sweeps (shaded: burn-in; "
-                          f"dotted: the last third)", burn_in=burn_in,
+                          f"dotted: the drift's window)", burn_in=burn_in, window=drift_window(n),
                           drift={k: v["drift"] for k, v in out["scalars"].items()})
     return out
 

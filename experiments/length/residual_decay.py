@@ -15,7 +15,6 @@ a floor shows b falling towards 0 at its end; one still approaching it shows a s
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -34,28 +33,22 @@ def summary(trace: pd.DataFrame, at: list[int]) -> dict:
     """The chain's rr, gamma_e and rr^2 gamma_e at the sweeps ``at`` (those it has run), the
     exponent over its second half and over its last quarter, and the relative spread
     (std / mean) of rr^2 gamma_e over its second half."""
-    t = trace.sort_values("sweep")
+    t = trace.sort_values("sweep").set_index("sweep")
     inv = t["rel_residual"] ** 2 * t["gamma_e_mean"]
-    half = t["sweep"] > t["sweep"].max() / 2
-    quarter = t["sweep"] > 0.75 * t["sweep"].max()
-    rows = {int(s): {"rel_residual": float(t.loc[t.sweep == s, "rel_residual"].iloc[0]),
-                     "gamma_e_mean": float(t.loc[t.sweep == s, "gamma_e_mean"].iloc[0]),
-                     "rr2_gamma_e": float(inv[t.sweep == s].iloc[0])}
-            for s in at if (t.sweep == s).any()}
-    return {"sweeps": int(t["sweep"].max()), "at": rows,
-            "exponent_second_half": exponent(t.sweep[half].to_numpy(), t.rel_residual[half].to_numpy()),
-            "exponent_last_quarter": exponent(t.sweep[quarter].to_numpy(),
-                                              t.rel_residual[quarter].to_numpy()),
+    sweeps = t.index.to_numpy()
+    half, quarter = sweeps > sweeps.max() / 2, sweeps > 0.75 * sweeps.max()
+    rows = {int(s): {"rel_residual": float(t.at[s, "rel_residual"]),
+                     "gamma_e_mean": float(t.at[s, "gamma_e_mean"]), "rr2_gamma_e": float(inv[s])}
+            for s in at if s in t.index}
+    rr = t["rel_residual"].to_numpy()
+    return {"sweeps": int(sweeps.max()), "at": rows,
+            "exponent_second_half": exponent(sweeps[half], rr[half]),
+            "exponent_last_quarter": exponent(sweeps[quarter], rr[quarter]),
             "rr2_gamma_e_spread_second_half": float(inv[half].std() / inv[half].mean())}
 
 
 def plot(traces: dict, png: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dgdm_tf.report.plots import save_figure
+    from dgdm_tf.report.plots import plt, save_figure  # Agg, set there
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
     for label, t in traces.items():

@@ -79,11 +79,11 @@ def plot_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
 
 
 def plot_chain_traces(traces: list[dict], path: str | os.PathLike, title: str, *,
-                      burn_in: int, drift: dict | None = None) -> None:
+                      burn_in: int, window: int, drift: dict | None = None) -> None:
     """Each scalar's trace, one panel a scalar and one line a chain, against the sweep:
     ``traces[c][name]`` is chain c's array (sweep 1 first). Burn-in is shaded and the last
-    third, the window a drift is measured over, is marked; ``drift`` (name -> value) goes
-    into each panel's title."""
+    ``window`` sweeps, those a drift is measured over, are marked; ``drift`` (name -> value)
+    goes into each panel's title."""
     names = list(traces[0])
     cols = min(4, len(names))
     rows = math.ceil(len(names) / cols)
@@ -95,7 +95,7 @@ def plot_chain_traces(traces: list[dict], path: str | os.PathLike, title: str, *
             ax.plot(np.arange(1, len(v) + 1), v, lw=0.9, label=f"chain {c}")
         n = max(len(tr[name]) for tr in traces)
         ax.axvspan(0.5, burn_in + 0.5, color="0.9")
-        ax.axvline(n - n // 3 + 0.5, color="0.5", lw=0.6, ls=":")
+        ax.axvline(n - window + 0.5, color="0.5", lw=0.6, ls=":")
         ax.set_title(name + (f" (drift {drift[name]:+.2f})" if drift and name in drift else ""),
                      fontsize=7)
         ax.set_xlabel("sweep")
