@@ -201,7 +201,9 @@ def test_supervised_chain_resumes_exactly(tmp_path):
     opts = refine.SupervisedOptions(burn_in=3, collect=3, scan="random", svm_steps=2, keep_models=2,
                                     checkpoint_every=1, svm_warmup=3, svm_average=3)
     kw = dict(seed=4, labels=lab, progress=None)
-    full = refine.run_refine(x, start, opts, **kw)
+    said = []
+    full = refine.run_refine(x, start, opts, **{**kw, "progress": said.append})
+    assert any(m.startswith("supervised sweep 6/6") for m in said), said  # not "refine sweep"
     assert refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path, stop_after=3),
                              **kw) is None
     resumed = refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path), **kw)

@@ -250,7 +250,8 @@ class _RefineKernel(Kernel):
         row, total = rows[-1], at.total
         sup = (f" SVM train error {row['svm_train_error']:.4f}"
                if self.supervised and not np.isnan(row["svm_train_error"]) else "")
-        self.say(f"refine sweep {row['sweep']}/{total} ({row['phase']}) log joint "
+        kind = "supervised" if self.supervised else "refine"  # the two chains' logs apart
+        self.say(f"{kind} sweep {row['sweep']}/{total} ({row['phase']}) log joint "
                  f"{row['log_joint']:.6g} rel.resid={row['rel_residual']:.4f} active "
                  f"top={row['active_top']:.3f} gamma_e={row['gamma_e_mean']:.4g}{sup} "
                  f"{row['seconds']:.2f} s/sweep, ETA {(total - row['sweep']) * sec_per_step:.0f} s")
