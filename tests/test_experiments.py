@@ -464,10 +464,45 @@ def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
         probe.main([str(tmp_path / "power"), str(tmp_path / "floor"), "--label", "x"])
 
 
+def test_element_purity_reads_a_chains_checkpoint(tmp_path):
+    """A chain whose top-layer element k is used only by images of class k reads purity 1;
+    the labels come from run.json's image indices into the prepared training split."""
+    import json
+
+    from dgdm_tf.io import atomic
+
+    probe = load_probe(EXPERIMENTS / "length" / "element_purity.py")
+    rng = np.random.default_rng(1)
+    y_train = rng.integers(0, 3, 40)
+    atomic.save_npz(tmp_path / "res" / "data" / "prepared.npz",
+                    x_train=rng.random((40, 4, 4, 1), dtype=np.float32), y_train=y_train,
+                    x_test=rng.random((6, 4, 4, 1), dtype=np.float32), y_test=np.arange(6) % 3,
+                    class_names=np.array(["a", "b", "c"]))
+    idx = rng.permutation(40)[:12]
+    chain = tmp_path / "chain"
+    (chain / "checkpoint").mkdir(parents=True)
+    (chain / "run.json").write_text(json.dumps({"results": str(tmp_path / "res"),
+                                                "image_indices": idx.tolist()}))
+    top = (y_train[idx][:, None, None, None] == np.arange(3)) * np.ones((12, 2, 1, 3))  # (N, hs, ws, K)
+    np.savez(chain / "checkpoint" / "checkpoint.npz", acc_features=4 * top.reshape(12, -1),
+             acc_count=np.array(4.0), state_s_top=np.zeros((12, 2, 1, 3)), sweep=np.array(7))
+    out = probe.main([str(chain), "--png", str(tmp_path / "p.png"), "--out", str(tmp_path / "p.json")])
+    r = out["chains"]["chain"]
+    assert r["sweep"] == 7 and r["weighted_purity"] == pytest.approx(1.0) and r["n_images"] == 12
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "p.json").exists()
+    np.savez(chain / "checkpoint" / "checkpoint.npz", acc_features=top.reshape(12, -1),
+             acc_count=np.array(0.0), state_s_top=np.zeros((12, 2, 1, 3)), sweep=np.array(3))
+    with pytest.raises(SystemExit, match="no collected sweep yet"):
+        probe.main([str(chain)])
+    with pytest.raises(SystemExit, match="share a name"):
+        probe.main([str(chain), str(chain)])
+
+
 SMOKE_RUNS = {
     "length/algorithm1.py": test_algorithm1,
     "length/chain_length.py": test_chain_length,
     "length/residual_decay.py": test_residual_decay_reads_the_power_law_and_a_floor,
+    "length/element_purity.py": test_element_purity_reads_a_chains_checkpoint,
     "estimators/compare_routes.py": test_compare_routes,
     "estimators/alg2_objective.py": test_alg2_objective,
     "estimators/supervised_refit.py": test_supervised_refit,
