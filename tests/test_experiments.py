@@ -397,6 +397,12 @@ def test_chain_length(results, tmp_path):
         r = got["lengths"]["3"][row]
         assert 0 <= r["error_pct"] <= 100 and 0 < r["vs_pretrained"]["mcnemar_exact_p"] <= 1
         assert r["sweeps_averaged"] == [3, 3]
+        assert len(r["predicted"]) == got["n_test"]
+    row = got["lengths"]["3"]
+    for k in ("supervised", "supervised_refit"):  # each paired with the unsupervised row
+        v = row[k]["vs_unsupervised"]
+        disagree = int(np.sum(np.asarray(row[k]["predicted"]) != np.asarray(row["unsupervised_svm"]["predicted"])))
+        assert v["wrong_only_a"] + v["wrong_only_b"] <= disagree and 0 < v["mcnemar_exact_p"] <= 1
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
         "chain_length.json", "error_vs_length.png", "top_T3.png"}
 

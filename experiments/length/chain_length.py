@@ -271,7 +271,8 @@ def scored(pred, y, base=None) -> dict:
     from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct
 
     e = error_pct(pred, y)
-    out = {"error_pct": e, "se_pct": standard_error_pct(e, len(y))}
+    # each test image's label, so that any two rows can be paired afterwards
+    out = {"error_pct": e, "se_pct": standard_error_pct(e, len(y)), "predicted": [int(v) for v in pred]}
     if base is not None:
         out["vs_pretrained"] = paired_errors(base, pred, y)
     return out
@@ -352,6 +353,16 @@ def read(a) -> dict:
                                            "seconds": time.perf_counter() - t}
                 say(f"T={length}: supervised dictionaries + refitted SVM "
                     f"{row['supervised_refit']['error_pct']:.2f} % ({time.perf_counter() - t:.0f} s)")
+        if "unsupervised_svm" in row:
+            # the paper's order is supervised < unsupervised: each supervised reading paired
+            # with the unsupervised row of the same length on the same test images
+            from dgdm_tf.report.scores import paired_errors
+
+            for k in ("supervised", "supervised_refit"):
+                if k in row:
+                    row[k]["vs_unsupervised"] = paired_errors(
+                        np.asarray(row["unsupervised_svm"]["predicted"]), np.asarray(row[k]["predicted"]),
+                        y["test"])
         out["lengths"][str(length)] = row
         if grids:
             model = DeepModel(x["test"].shape[1:], layers, hyper).with_ks(
