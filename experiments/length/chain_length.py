@@ -271,7 +271,7 @@ def scored(pred, y, base=None) -> dict:
     from dgdm_tf.report.scores import error_pct, paired_errors, standard_error_pct
 
     e = error_pct(pred, y)
-    # each test image's label, so that any two rows can be paired afterwards
+    # each test image's predicted label, so that any two rows can be paired afterwards
     out = {"error_pct": e, "se_pct": standard_error_pct(e, len(y)), "predicted": [int(v) for v in pred]}
     if base is not None:
         out["vs_pretrained"] = paired_errors(base, pred, y)
