@@ -448,6 +448,36 @@ def test_algorithm1(results, tmp_path):
     assert set(got["pairs"]) == {"1", "2"} and all(len(v) == 3 for v in got["pairs"].values())
     assert all("refit" in r for r in got["runs"][str(sup)]["epochs"].values())
 
+def test_chain_length_combine_merges_reads_of_the_same_images(tmp_path):
+    """Two reads (lengths 15 and 300) combine into one curve; a read of other test images,
+    or one that reads the same row at the same length otherwise, is refused."""
+    import json
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+
+    def write(name, lengths, test=(1, 2, 3), err=14.3):
+        row = lambda e: {"error_pct": e, "se_pct": 1.0}  # noqa: E731
+        out = {"dataset": "mnist", "test_indices": list(test), "n_train": 500, "n_test": len(test),
+               "pretrained_svm": row(err),
+               "lengths": {str(t): {k: row(e) for k, e in rows.items()} for t, rows in lengths.items()}}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "chain_length.json").write_text(json.dumps(out))
+        return str(tmp_path / name)
+
+    a = write("a", {15: {"unsupervised_svm": 14.3}, 50: {"supervised": 18.4}})
+    b = write("b", {300: {"unsupervised_svm": 13.8, "supervised": 17.2}, 50: {"supervised": 18.4}})
+    got = probe.main(["combine", a, b, "--out", str(tmp_path / "all")])
+    assert {t: sorted(r) for t, r in got["lengths"].items()} == {
+        "15": ["unsupervised_svm"], "50": ["supervised"], "300": ["supervised", "unsupervised_svm"]}
+    assert got["lengths"]["300"]["supervised"]["error_pct"] == 17.2 and got["reads"] == [a, b]
+    assert json.loads((tmp_path / "all" / "chain_length.json").read_text()) == got
+    assert (tmp_path / "all" / "error_vs_length.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit, match="read other images"):
+        probe.main(["combine", a, write("c", {300: {}}, test=(1, 2, 4)), "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="not the same chain"):
+        probe.main(["combine", b, write("d", {300: {"supervised": 16.0}}), "--out", str(tmp_path / "y")])
+
+
 def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
     """A residual falling as sweep^-0.3 with gamma_e at its noise level reads exponent 0.3 and
     a constant rr^2 gamma_e; one that meets a floor reads exponent 0 over its last quarter."""

@@ -42,6 +42,10 @@ elements in the data plane, unsupervised beside supervised, most used first).
         --lengths 15 50 --n-train 1000 --n-test 1000 --out /tmp/length
     python experiments/length/chain_length.py mixing /work/longruns/length/supervised_c0 \\
         /work/longruns/length/supervised_c1 --at 300 --out /tmp/length/mixing_supervised.json
+    python experiments/length/chain_length.py combine /tmp/length /tmp/length_150_300 --out /tmp/all
+
+`combine`: the rows of several reads on the same images as one chain_length.json and one
+OUT/error_vs_length.png.
 """
 from __future__ import annotations
 
@@ -385,12 +389,7 @@ def read(a) -> dict:
 def plot_lengths(out: dict, png: Path) -> None:
     """Test error against the chain's length, each row with its standard error; the
     pretrained row on the same images as a band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dgdm_tf.report.plots import save_figure
+    from dgdm_tf.report.plots import plt, save_figure  # Agg, set there
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     lengths = sorted(int(t) for t in out["lengths"])  # the json keeps its keys sorted as text
@@ -484,12 +483,48 @@ def mixing(argv) -> dict:
     return out
 
 
+def combine(argv) -> dict:
+    """`combine READ_DIR ... --out DIR`: the rows of several `read` runs on the same images
+    (the same test indices and pretrained row) as one chain_length.json and one
+    error_vs_length.png, so that lengths read at different times draw as one curve. A row
+    two reads give at the same length must agree."""
+    p = argparse.ArgumentParser(prog="chain_length.py combine", description=combine.__doc__)
+    p.add_argument("reads", nargs="+", help="folders written by read (read --out)")
+    p.add_argument("--out", required=True, help="the output folder")
+    a = p.parse_args(argv)
+    outs = [json.loads((Path(r) / "chain_length.json").read_text()) for r in a.reads]
+    first = outs[0]
+    for r, o in zip(a.reads, outs):
+        same = (o["test_indices"] == first["test_indices"] and o["n_train"] == first["n_train"]
+                and o["pretrained_svm"]["error_pct"] == first["pretrained_svm"]["error_pct"])
+        if not same:
+            raise SystemExit(f"{r} read other images or another pretrained row than {a.reads[0]}: "
+                             "combine only reads of one --results, --n-train and --n-test")
+    merged = {**first, "reads": [str(r) for r in a.reads], "lengths": {}}
+    for r, o in zip(a.reads, outs):
+        for length, rows in o["lengths"].items():
+            have = merged["lengths"].setdefault(length, {})
+            for k, v in rows.items():
+                if k in have and have[k]["error_pct"] != v["error_pct"]:
+                    raise SystemExit(f"{r} reads {k} at T={length} as {v['error_pct']:.2f} %, an earlier "
+                                     f"read as {have[k]['error_pct']:.2f} %: they are not the same chain")
+                have.setdefault(k, v)
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out_dir / "chain_length.json", merged)
+    plot_lengths(merged, out_dir / "error_vs_length.png")
+    say(f"wrote {out_dir / 'chain_length.json'}: lengths {sorted(int(t) for t in merged['lengths'])}")
+    return merged
+
+
 def main(argv=None):
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["mixing"]:
         return mixing(argv[1:])
+    if argv[:1] == ["combine"]:
+        return combine(argv[1:])
     a = parse(argv)
     reproducible_graphs()  # as the rule scripts (workflow/scripts/_common.start)
     return run(a) if a.command == "run" else read(a)
