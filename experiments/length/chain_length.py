@@ -215,13 +215,18 @@ def run(a) -> dict:
     opts = dataclasses.replace(opts, burn_in=burn_in, collect=a.sweeps - burn_in, thin=1,
                                checkpoint_every=a.every, chains=1, settle_tolerance=SETTLE_TOLERANCE,
                                workers=1)
+    if a.gamma is not None:
+        if a.kind != "supervised":
+            raise SystemExit("--gamma is the supervised chain's hinge weight: give --kind supervised")
+        opts = dataclasses.replace(opts, gamma=float(a.gamma))
     start = refine.Start([z.D for z in pre], layers, hyper, gamma_e_init=pre[0].gamma_e_mean,
                          gamma_s_init=pre[-1].gamma_w,
                          n_classes=class_count(d) if a.kind == "supervised" else None)
     about = {"kind": a.kind, "dataset": ds, "results": str(results), "config": str(a.config),
              "n_images": len(idx), "image_indices": [int(i) for i in idx], "sweeps": a.sweeps,
              "burn_in": burn_in, "chain": a.chain, "chain_seed": chain_seed, "every": a.every,
-             "start": "pretrained", "chunk": rcfg["chunk"], "scan": rcfg["scan"]}
+             "start": "pretrained", "chunk": rcfg["chunk"], "scan": rcfg["scan"],
+             **({"gamma": float(opts.gamma)} if a.kind == "supervised" else {})}
     out.mkdir(parents=True, exist_ok=True)
     atomic.write_json(out / "run.json", about)
     say(f"{a.kind} chain {a.chain} (seed {chain_seed}) on {x.shape} from the pretrained layers "
@@ -419,6 +424,8 @@ def parse(argv=None):
     r.add_argument("--chain", type=int, default=0, help="the chain's number: its seed")
     r.add_argument("--every", type=int, default=10, help="sweeps between checkpoints (and snapshot blocks)")
     r.add_argument("--stop-after", type=int, default=None, help="stop after this many sweeps (tests)")
+    r.add_argument("--gamma", type=float, default=None,
+                   help="supervised: the SVM's hinge weight (default: the block's supervised.gamma)")
     q = sub["read"]
     q.add_argument("--refine", default=None, help="a refinement chain's folder (run --out)")
     q.add_argument("--supervised", default=None, help="a supervised chain's folder (run --out)")

@@ -79,7 +79,9 @@ def plot_inpainting(x: np.ndarray, mask: np.ndarray, recons: dict[str, np.ndarra
 
 def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> None:
     """Per sweep: log joint, mean noise precision, active fraction per layer, HMC
-    acceptance; the burn-in / collection boundary marked."""
+    acceptance; with the SVM its training error and the labels' share of the top units'
+    conditional precision (median, 90th percentile, median inside a margin; log scale);
+    the burn-in / collection boundary marked."""
     df = pd.DataFrame(rows)
     active = [c for c in df.columns if c.startswith("active_")]
     accept = [c for c in df.columns if c.startswith("accept_")]
@@ -89,12 +91,18 @@ def plot_refine_trace(rows: list[dict], path: str | os.PathLike, title: str) -> 
         panels.append(("HMC acceptance", accept))
     if "svm_train_error" in df.columns:  # supervised model
         panels.append(("SVM train error (current draw)", ["svm_train_error"]))
+    share = [c for c in ("label_share_median", "label_share_p90", "label_share_margin")
+             if c in df.columns and df[c].notna().any()]
+    if share:  # the labels' part of the top units' conditional precision
+        panels.append(("labels' share of a top unit's precision", share))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.0))
     burn = df.loc[df["phase"] == "burn-in", "sweep"].max() if (df["phase"] == "burn-in").any() else None
     for ax, (name, cols) in zip(axes, panels):
         long = df.melt(id_vars=["sweep"], value_vars=cols, var_name="series", value_name="value")
         sns.lineplot(data=long, x="sweep", y="value", hue="series" if len(cols) > 1 else None, ax=ax)
         ax.set_ylabel(name)
+        if name.startswith("labels' share"):
+            ax.set_yscale("log")
         if burn is not None and not (isinstance(burn, float) and math.isnan(burn)):
             ax.axvline(burn + 0.5, color="grey", ls="--", lw=0.8)
         ax.set_title(name, fontsize=9)

@@ -92,7 +92,8 @@ class RefineOptions(_Chain):
     library_only={"workers": "worker processes of a data-parallel chain, as refine.workers"})
 class SupervisedOptions(_Chain):
     """``svm_hyper``: the SVM's settings (:class:`dgdm_tf.supervised.joint_svm.SvmHyper`);
-    ``keep_models`` None keeps every collected draw."""
+    ``keep_models`` None keeps every collected draw; ``share_images``: the images whose
+    labels' share of the top units' conditionals is traced (0: none)."""
     burn_in: int = 1
     collect: int = 2
     scan: str = "fixed"
@@ -106,6 +107,7 @@ class SupervisedOptions(_Chain):
     svm_warmup: int = 100
     svm_average: int = 100
     keep_models: int | None = 2
+    share_images: int = 256
 
     supervised = True
 

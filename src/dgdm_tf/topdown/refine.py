@@ -28,6 +28,7 @@ from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
+from dgdm_tf.supervised import label_share
 from dgdm_tf.topdown.conjugate import gamma_s_summary
 from dgdm_tf.topdown.options import RefineOptions, Start, SupervisedOptions
 from dgdm_tf.topdown.state import DeepState, init_state
@@ -41,7 +42,7 @@ def trace_columns(model: DeepModel) -> list[str]:
     cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
     cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(model.n_layers)]
     if model.supervised:
-        cols += ["svm_train_error", "svm_hinge", "svm_kappa", "beta_norm"]
+        cols += ["svm_train_error", "svm_hinge", "svm_kappa", "beta_norm", *label_share.COLUMNS]
     return cols + ["seconds"]
 
 
@@ -56,9 +57,12 @@ def settle_columns(n_layers: int, supervised: bool) -> list[str]:
 
 
 def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, seconds,
-               mask=None, svm=None, y=None, svm_hyper=None, d_start=()):
+               mask=None, svm=None, y=None, svm_hyper=None, d_start=(), share_images=0):
     """One sweep's trace. ``d_start``: the chain's starting D[l] (float64), for
-    dnorm_layer<l> = ||D[l]||_F and dmove_layer<l> = ||D[l] - D[l]_start|| / ||D[l]_start||."""
+    dnorm_layer<l> = ||D[l]||_F and dmove_layer<l> = ||D[l] - D[l]_start|| / ||D[l]_start||.
+    ``share_images``: the supervised chain's labels' share of the top units' conditionals
+    (:func:`dgdm_tf.supervised.label_share.trace_shares`) on that many of its first
+    images; 0: not traced (NaN)."""
     row = {"sweep": sweep, "phase": phase,
            "log_joint": float(log_joint(st, x, model, mask, svm, y, svm_hyper)),
            "rel_residual": float(np.linalg.norm(np.asarray(st.resid)) / max(x_norm, 1e-30)),
@@ -76,7 +80,7 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
     if model.supervised:
         if svm is None:  # the first sweep runs before the SVM exists
             row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"),
-                       beta_norm=float("nan"))
+                       beta_norm=float("nan"), **{c: float("nan") for c in label_share.COLUMNS})
         else:
             m = np.asarray(deep_svm.margins(svm, st.s_top))  # N, C
             yy = np.asarray(y).T
@@ -84,6 +88,8 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
             row["svm_hinge"] = float(np.mean(np.maximum(1.0 - yy * m, 0.0)))
             row["svm_kappa"] = float(np.mean(np.asarray(svm.kappa)))
             row["beta_norm"] = float(np.linalg.norm(np.asarray(svm.beta, np.float64)))
+            row.update(label_share.trace_shares(st, svm, x, y, model, svm_hyper, share_images)
+                       if share_images > 0 else {c: float("nan") for c in label_share.COLUMNS})
     row["seconds"] = seconds
     return row
 
@@ -150,7 +156,7 @@ class _RefineKernel(Kernel):
 
     def __init__(self, x, dictionaries, model, *, seed, gamma_e_init,
                  gamma_s_init, n_leapfrog, power_iterations, chunk, y, n_classes, shyper,
-                 svm_warmup, svm_average, keep, say, trace_path, team):
+                 svm_warmup, svm_average, keep, say, trace_path, team, share_images=0):
         self.team = team
         self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.dictionaries, self.model, self.seed = dictionaries, model, seed
@@ -160,6 +166,7 @@ class _RefineKernel(Kernel):
         self.y, self.n_classes, self.shyper = y, n_classes, shyper
         self.supervised = y is not None
         self.svm_warmup, self.svm_average, self.keep = svm_warmup, svm_average, keep
+        self.share_images = int(share_images)
         self.say, self.trace_path, self.cols = say, trace_path, trace_columns(model)
         self.d_start = [np.asarray(d, np.float64) for d in dictionaries]
 
@@ -224,7 +231,8 @@ class _RefineKernel(Kernel):
             check_finite(f"D[{l + 1}] after refinement sweep {t + 1}", d)
         check_finite(f"gamma_e after refinement sweep {t + 1}", state.gamma_e)
         row = _trace_row(t + 1, at.phase, state, xt, self.model, self.x_norm, stats, sec,
-                         svm=svm, y=y, svm_hyper=shyper, d_start=self.d_start)
+                         svm=svm, y=y, svm_hyper=shyper, d_start=self.d_start,
+                         share_images=self.share_images)
         sample = None
         if at.collected:
             sample = _averages(state, self.model)
@@ -384,7 +392,8 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
                                n_classes=n_classes, shyper=shyper if supervised else None,
                                svm_warmup=o.svm_warmup if supervised else 0,
                                svm_average=o.svm_average if supervised else 0, keep=keep,
-                               say=say_c, trace_path=trace_c, team=team)
+                               say=say_c, trace_path=trace_c, team=team,
+                               share_images=o.share_images if supervised else 0)
         ck = Checkpoint(ck_dir / "checkpoint.npz" if ck_dir else None,
                         fp if c == 0 else fingerprint(parent=fp, chain=c),
                         every=o.checkpoint_every, write=team.chief,
@@ -400,6 +409,8 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
                                for rows in traces],
                               collected=[row["phase"] == "collect" for row in traces[0]],
                               tolerance=o.settle_tolerance)
+    if supervised:
+        settle["label_share"] = label_share.trace_summary(traces[0])
     say(settlement_message("supervised chain" if supervised else "refinement", settle))
     acc, rows, (_, svm, samples) = runs[0].sums, runs[0].rows, runs[0].state
     cnt = float(acc["count"])
