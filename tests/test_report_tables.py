@@ -75,6 +75,29 @@ def test_render_mnist_row_and_not_run_rows():
     assert "39, 117 (inferred by pretraining from 50, 200)" in md
 
 
+def test_rows_summary_holds_each_row_and_its_pairing_as_the_table_quotes_them():
+    """results/rows.json (docs/benchmarks/default_run.json is the default run's copy)."""
+    datasets = {"mnist": {"methods": ["pretrained_svm", "unsupervised_svm", "cnn", "supervised"]},
+                "other": {"methods": ["cnn"]}}
+    metrics = {("mnist", "pretrained_svm"): _metrics(test_error_pct=5.3612),
+               ("mnist", "unsupervised_svm"): _metrics(test_error_pct=5.56, train_error_pct=2.2),
+               ("mnist", "cnn"): {"test_error_pct": 0.86, "n_train": 10000, "n_test": 5000},
+               ("mnist", "cnn_at/supervised"): _metrics()}
+    paired = {("mnist", "unsupervised_svm"): {"diff_pct_points": 0.2004, "se_pct_points": 0.2812,
+                                              "mcnemar_exact_p": 0.52345, "n_images": 5000}}
+    out = tables.rows_summary(datasets, metrics, paired, config_files=["config/config.yaml"])
+    assert out["config_files"] == ["config/config.yaml"]
+    assert list(out["datasets"]) == ["mnist"]  # no row of "other" ran
+    rows = out["datasets"]["mnist"]
+    assert list(rows) == ["pretrained_svm", "unsupervised_svm", "cnn"]  # supervised did not run
+    assert rows["pretrained_svm"] == {"test_error_pct": 5.36, "train_error_pct": 0.5,
+                                      "n_train": 10000, "n_test": 2000}
+    assert rows["unsupervised_svm"]["vs_pretrained_svm"] == {
+        "diff_pct_points": 0.2, "se_pct_points": 0.28, "mcnemar_exact_p": 0.52, "n_images": 5000}
+    assert rows["cnn"]["train_error_pct"] is None and "vs_pretrained_svm" not in rows["cnn"]
+    json.dumps(out)  # written as JSON
+
+
 def test_render_disabled_method_says_how_to_enable_and_accuracy_tables():
     datasets = {"c": {"kind": "caltech101", "paper_table": "caltech101_30", "methods": []}}
     md = tables.render_tables(datasets, {})

@@ -91,6 +91,13 @@ def test_tables_hold_the_gibbs_rows_and_the_cnn(tiny_run):
         m = json.loads((repo / f"{DS}/{method}/metrics.json").read_text())
         assert float(cells[1]) == pytest.approx(m["test_error_pct"], abs=0.006), label
         assert 0.0 <= m["test_error_pct"] <= 100.0 and cells[2] == paper and cells[4] == size, label
+    # results/rows.json: the same rows as data, each paired with the pretrained row
+    summary = json.loads((repo / "results" / "rows.json").read_text())["datasets"]["mnist_smoke"]
+    for label, (method, _, _) in want.items():
+        m = json.loads((repo / f"{DS}/{method}/metrics.json").read_text())
+        assert summary[method]["test_error_pct"] == round(m["test_error_pct"], 2), method
+    assert "vs_pretrained_svm" not in summary["pretrained_svm"]
+    assert summary["unsupervised_svm"]["vs_pretrained_svm"]["n_images"] == 40
     # chains of 2 and 3 sweeps are never called settled: drifting, their rows say "not
     # settled"; else "too short to tell" (which, hangs on the machine's rounding)
     assert "(gamma_s per image and map; Algorithm 2 to tol 0.001 (at most 2 iterations); 1 model " \

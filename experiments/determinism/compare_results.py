@@ -2,7 +2,7 @@
 folders (e.g. two fresh clones run with the same config and seed, or one run before and
 one after a change that must not move the numbers):
 
-    python experiments/determinism/compare_results.py /tmp/a/results /tmp/b/results
+    python experiments/determinism/compare_results.py <a>/results <b>/results
 
 Arrays (.npz), JSON, CSV/TSV, text and figures are compared exactly, except what measures
 time: keys and columns whose name has the word seconds, elapsed, started, finished, date

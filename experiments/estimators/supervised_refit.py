@@ -24,7 +24,7 @@ With every kept model, the averaged joint decision values are checked against th
 predictions.csv.
 
     nice -n 10 python experiments/estimators/supervised_refit.py --results results/mnist \
-        --n-train 2000 --n-test 2000 --models 1 --out /tmp/refit/refit.json
+        --n-train 2000 --n-test 2000 --models 1 --out <runs>/refit.json
 """
 from __future__ import annotations
 

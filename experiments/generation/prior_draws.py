@@ -1,4 +1,4 @@
-"""Do images drawn from the refined model's prior look like digits? (issue 17: the
+"""Do images drawn from the refined model's prior look like digits? (the mixing work: the
 workflow's generated.png showed noise blobs.)
 
 For each way of drawing (the top layer's pi from its Beta(1/K, 1 - 1/K) prior or held at
@@ -11,7 +11,7 @@ digits give the score's ceiling. With --out, writes each setting's first 64 imag
 OUT/<pi>_<unpooling>.png. Inputs: RESULTS/refine/model.npz and RESULTS/data/prepared.npz,
 made by `snakemake --cores all results/mnist/refine/model.npz` (RESULTS = results/mnist).
 
-    python experiments/generation/prior_draws.py --results results/mnist --images 500 --out /tmp/gen
+    python experiments/generation/prior_draws.py --results results/mnist --images 500 --out <out>
 """
 from __future__ import annotations
 

@@ -30,12 +30,12 @@ read with that local state). Every two runs read at the same epoch are also pair
 against each other (`pairs` in the json).
 
     nohup nice -n 19 python experiments/length/algorithm1.py run --kind unsupervised \\
-        --local-state persist --results /work/longruns/clone/results/mnist --n-images 10000 \\
-        --epochs 1 2 5 10 --lr 0.001 --out /work/longruns/alg1/unsup_persist > unsup_persist.log 2>&1 &
+        --local-state persist --results <clone>/results/mnist --n-images 10000 \\
+        --epochs 1 2 5 10 --lr 0.001 --out <runs>/unsup_persist > unsup_persist.log 2>&1 &
     # --smoke after either command: tiny sizes, to check the script runs (its test)
-    python experiments/length/algorithm1.py read --results /work/longruns/clone/results/mnist \\
-        --runs /work/longruns/alg1/unsup_persist /work/longruns/alg1/unsup_restart \\
-        --n-train 2000 --n-test 2000 --out /tmp/alg1
+    python experiments/length/algorithm1.py read --results <clone>/results/mnist \\
+        --runs <runs>/unsup_persist <runs>/unsup_restart \\
+        --n-train 2000 --n-test 2000 --out <runs>/read
 """
 from __future__ import annotations
 

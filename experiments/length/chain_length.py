@@ -32,17 +32,17 @@ OUT/chain_length.json, OUT/error_vs_length.png and OUT/top_T<T>.png (Fig. 2: the
 elements in the data plane, unsupervised beside supervised, most used first).
 
     nohup nice -n 19 python experiments/length/chain_length.py run --kind refine \\
-        --results /work/longruns/clone/results/mnist --n-images 500 --sweeps 300 --chain 0 \\
-        --out /work/longruns/length/refine_c0 > refine_c0.log 2>&1 &
+        --results <clone>/results/mnist --n-images 500 --sweeps 300 --chain 0 \\
+        --out <runs>/refine_c0 > refine_c0.log 2>&1 &
     # started under setsid instead (a session of its own), Linux's autogroup scheduler
     # shares the cores between sessions first and nice ranks it only inside its session:
     # then lower the session too, `echo 19 > /proc/<its pid>/autogroup`
-    python experiments/length/chain_length.py read --results /work/longruns/clone/results/mnist \\
-        --refine /work/longruns/length/refine_c0 --supervised /work/longruns/length/supervised_c0 \\
-        --lengths 15 50 --n-train 1000 --n-test 1000 --out /tmp/length
-    python experiments/length/chain_length.py mixing /work/longruns/length/supervised_c0 \\
-        /work/longruns/length/supervised_c1 --at 300 --out /tmp/length/mixing_supervised.json
-    python experiments/length/chain_length.py combine /tmp/length /tmp/length_150_300 --out /tmp/all
+    python experiments/length/chain_length.py read --results <clone>/results/mnist \\
+        --refine <runs>/refine_c0 --supervised <runs>/supervised_c0 \\
+        --lengths 15 50 --n-train 1000 --n-test 1000 --out <runs>/read
+    python experiments/length/chain_length.py mixing <runs>/supervised_c0 \\
+        <runs>/supervised_c1 --at 300 --out <runs>/read/mixing_supervised.json
+    python experiments/length/chain_length.py combine <runs>/read <runs>/read_150_300 --out <runs>/read_all
 
 `combine`: the rows of several reads on the same images as one chain_length.json and one
 OUT/error_vs_length.png.

@@ -11,8 +11,8 @@ measurement) compete for the cores; the settings alternate, ``--repeats`` rounds
 row also gives the 1-minute load average and this process's CPU seconds over the
 measurement. docs/findings/pretrain_floor_ratio_load.md.
 
-    python experiments/scaling/pretrain_floor_ratio.py --results /tmp/floor_ratio
-    python experiments/scaling/pretrain_floor_ratio.py --results /tmp/floor_ratio --batches 256 2500 --contend 0 2
+    python experiments/scaling/pretrain_floor_ratio.py --results <out>
+    python experiments/scaling/pretrain_floor_ratio.py --results <out> --batches 256 2500 --contend 0 2
 """
 from __future__ import annotations
 

@@ -30,6 +30,14 @@ rule tables:
             category=CATEGORY["tables"],
             subcategory="all datasets",
         ),
+        # the same rows and paired figures as data (docs/benchmarks/default_run.json: the
+        # default run's, committed)
+        rows=report(
+            "results/rows.json",
+            caption="../report/rows.rst",
+            category=CATEGORY["tables"],
+            subcategory="all datasets",
+        ),
     params:
         datasets=DATASETS,
         config_files=CONFIG_FILES,

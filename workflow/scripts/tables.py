@@ -1,5 +1,6 @@
 """rule tables: results/tables.md from every enabled run's metrics.json, each row paired
-with the pretrained row on the test images both predicted (their predictions.csv)."""
+with the pretrained row on the test images both predicted (their predictions.csv), and
+results/rows.json, the same rows and paired figures as data (tables.rows_summary)."""
 
 from _common import plain, progress, start
 
@@ -19,4 +20,6 @@ progress(f"rows paired with the pretrained row on shared test images: {sorted(pa
 md = tables.render_tables(datasets, metrics, config_files=snakemake.params.config_files,
                           paired=paired)
 atomic_io.write_text(snakemake.output[0], md)
+atomic_io.write_json(snakemake.output.rows, tables.rows_summary(
+    datasets, metrics, paired, config_files=snakemake.params.config_files))
 progress("done")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48, item 3, on the real Slurm of setup.sh: a pretraining job killed mid-chain
+# On the real Slurm of setup.sh: a pretraining job killed mid-chain
 # (scancel, as a pre-emption would) and resubmitted resumes from its checkpoint and ends
 # with the dictionaries of an uninterrupted run. The Slurm counterpart of
 # tests/test_workflow_config.py::test_killed_pretraining_resumes_to_the_same_dictionaries

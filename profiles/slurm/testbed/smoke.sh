@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48, item 3, on the real Slurm of setup.sh: the whole smoke config, end to end to
+# On the real Slurm of setup.sh: the whole smoke config, end to end to
 # results/tables.md, through `--profile profiles/slurm` (every rule an sbatch job). On the
 # way the refinement runs as one Slurm job of 2 tasks (refine.workers: 2) and is
 # scancel'led mid-chain, as a pre-emption would; the profile's `retries: 1` resubmits it
@@ -11,7 +11,7 @@
 #   nice -n 15 profiles/slurm/testbed/smoke.sh /tmp/slurm_smoke
 # Prints the job count, the refine jobs (sacct -c), the sweep at the kill, the seconds
 # the cancelled job took to leave and the sweep its chain stopped after (it must stop
-# within one sweep, issue 55), the log's worker and resume lines (the resubmission must
+# within one sweep, docs/findings/sigterm_exit.md), the log's worker and resume lines (the resubmission must
 # resume there), "identical" (or the arrays that differ) and the MNIST table; exits
 # non-zero on any failure.
 set -euo pipefail
@@ -45,7 +45,7 @@ say "smoke config through Slurm in $WORK/run"
 smk "$WORK/run" "$CFG" results/tables.md >"$WORK/run.out" 2>&1 &
 SMK=$!
 cancel_mid_chain "$WORK/run" "$CKPT" "$SMK" "$SWEEPS" "$REFINED" "$LOG"
-# Issue 55, item 3: Slurm sends SIGTERM to every task of the job's steps, the chain's 2
+# Slurm sends SIGTERM to every task of the job's steps, the chain's 2
 # workers among them; they finish the sweep they are in, write the checkpoint and exit 143,
 # before KillWait's SIGKILL (30 s).
 LEAVE=$(watch_leave "$CANCEL_JOB" "$CANCEL_AT" "$WORK/run/$CKPT" "$WORK/run/$LOG") ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48, item 3, on the real Slurm of setup.sh: the refinement chain as one Slurm job
+# On the real Slurm of setup.sh: the refinement chain as one Slurm job
 # of 2 tasks (refine.workers: 2; the rule asks for 2 tasks and its script starts one
 # TensorFlow worker per task with srun) writes the refined model of refine.workers: 1,
 # bit for bit. The Slurm counterpart of

@@ -18,7 +18,7 @@ precision the layer settles at, so each block's conditional mean is ~0 wherever 
 neighbour already explains the ink, and which neighbour does is decided by the scan
 order (or, with tempered burn-in, by near-ties). Evaluated against the image alone the
 same conditional is a smooth, shift-equivariant function of the image.
-docs/findings/block_posteriors.md measures both through the same linear read-out.
+docs/findings/explaining_away_readout.md measures both through the same linear read-out.
 
 Layout as :mod:`dgdm_tf.core.layout`: X (N, H, W, C), D (dh, dw, C, K), out (N, nbh, nbw, K).
 """

@@ -304,3 +304,50 @@ def render_tables(datasets: Mapping[str, Mapping[str, Any]],
     body = [render_dataset_table(ds, block, metrics, implemented=implemented, paired=paired)
             for ds, block in datasets.items()]
     return "\n".join(head + body).rstrip() + "\n"
+
+
+def _rounded(x: Any, digits: int) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def rows_summary(datasets: Mapping[str, Mapping[str, Any]],
+                 metrics: Mapping[tuple[str, str], Mapping[str, Any]],
+                 paired: Mapping[tuple[str, str], Mapping[str, Any]] | None = None, *,
+                 config_files: Iterable[str] = ()) -> dict:
+    """``results/rows.json``: each dataset's rows as its table quotes them, for a reader or
+    a check to compare with. ``{"config_files": [...], "datasets": {dataset: {method:
+    row}}}``, the dataset's enabled methods
+    in order, those with a ``metrics.json``; a row holds ``test_error_pct`` and
+    ``train_error_pct`` (2 decimals, None where the row records no training error),
+    ``n_train`` / ``n_test`` and, for every row but the pretrained one where both
+    predicted the same test images, ``vs_pretrained_svm``: the row's error minus the
+    pretrained row's (points, 2 decimals), its paired standard error, McNemar's exact p
+    (2 significant digits) and the shared image count
+    (:func:`dgdm_tf.report.predictions.paired_against_reference`).
+
+    ``docs/benchmarks/default_run.json`` is the default run's, committed in this format
+    with a ``source`` key; ``tests/test_default_run_quotes.py`` checks the figures that
+    README.md and config/config.yaml quote against it."""
+    paired = paired or {}
+    out: dict[str, dict] = {}
+    for ds, block in datasets.items():
+        rows = {}
+        for method in block.get("methods", []) or []:
+            m = metrics.get((ds, method))
+            if m is None:
+                continue
+            row = {"test_error_pct": _rounded(m["test_error_pct"], 2),
+                   "train_error_pct": _rounded(m.get("train_error_pct"), 2),
+                   "n_train": m.get("n_train"), "n_test": m.get("n_test")}
+            pair = paired.get((ds, method))
+            if pair is not None:
+                p = pair.get("mcnemar_exact_p")
+                row[f"vs_{PAIRED_REFERENCE}"] = {
+                    "diff_pct_points": _rounded(pair["diff_pct_points"], 2),
+                    "se_pct_points": _rounded(pair["se_pct_points"], 2),
+                    "mcnemar_exact_p": None if p is None else float(f"{p:.2g}"),
+                    "n_images": pair.get("n_images")}
+            rows[method] = row
+        if rows:
+            out[ds] = rows
+    return {"config_files": list(config_files), "datasets": out}
