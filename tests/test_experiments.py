@@ -405,6 +405,23 @@ def test_chain_length(results, tmp_path):
         assert v["wrong_only_a"] + v["wrong_only_b"] <= disagree and 0 < v["mcnemar_exact_p"] <= 1
     assert {p.name for p in (tmp_path / "read").iterdir()} == {
         "chain_length.json", "error_vs_length.png", "top_T3.png"}
+    # the supervised row against the hinge weight: the chain above (gamma 1) and one at 100
+    sup100 = tmp_path / "supervised_g100"
+    probe.main(["run", "--kind", "supervised", "--gamma", "100", "--out", str(sup100), *common])
+    w = probe.main(["weights", "--refine", str(ref), "--supervised", str(sup), str(sup100),
+                    "--lengths", "3", "--out", str(tmp_path / "weights"), *common])
+    rows = w["lengths"]["3"]["supervised"]
+    assert set(rows) == {"gamma 1", "gamma 100"}
+    for r in rows.values():
+        assert 0 < r["own"]["vs_unsupervised"]["mcnemar_exact_p"] <= 1
+        assert 0 <= r["train_error_test_route_pct"] <= 100 and r["purity"]["sweep"] == 3
+        assert 0 < r["label_share_median"] < 1 and r["dmove_top_vs_unsupervised"] > 0
+    # P_svm is linear in gamma: a hundred times the weight, a larger share
+    assert rows["gamma 100"]["label_share_median"] > rows["gamma 1"]["label_share_median"]
+    assert (tmp_path / "weights" / "error_vs_weight.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit, match="other images"):
+        probe.main(["weights", "--refine", str(ref), "--supervised", str(sup), "--n-train", "50",
+                    "--lengths", "3", "--out", str(tmp_path / "w2"), "--results", str(results)])
 
 
 @pytest.mark.slow  # four short MCEM runs and Algorithm 2 on the shared fixture: about 30 s

@@ -12,6 +12,7 @@ import tensorflow as tf
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.supervised import label_share
+from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown import refine
 from dgdm_tf.topdown.state import init_state, reconstruct, residual
 from _labelled_toy import LAYERS, labelled_data
@@ -141,4 +142,47 @@ def test_supervised_chain_traces_the_share():
     assert off["settlement"]["label_share"] == {}
     # a reader: the chain is unchanged
     for a, b in zip(out["D"], off["D"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_balanced_gamma_scales_the_odds():
+    """gamma x (target odds / traced odds), by at most a factor 10 either way; a share
+    that cannot be read leaves gamma where it is."""
+    assert refine.balanced_gamma(2.0, 0.2, 0.5) == pytest.approx(2.0 * 4.0)
+    assert refine.balanced_gamma(2.0, 0.5, 0.2) == pytest.approx(2.0 / 4.0)
+    assert refine.balanced_gamma(1.0, 1e-4, 0.5) == pytest.approx(10.0)
+    assert refine.balanced_gamma(1.0, 1 - 1e-6, 0.5) == pytest.approx(0.1)
+    for bad in (float("nan"), 0.0, 1.0):
+        assert refine.balanced_gamma(3.0, bad, 0.5) == 3.0
+    with pytest.raises(ValueError, match="share_images"):
+        refine.SupervisedOptions(gamma_mode="balanced", share_images=0)
+    with pytest.raises(ValueError, match="gamma_mode"):
+        refine.SupervisedOptions(gamma_mode="tuned")
+
+
+def test_balanced_chain_moves_gamma_toward_its_share_and_resumes(tmp_path):
+    """gamma_mode balanced re-sets gamma every balance_every sweeps from the traced share
+    (the trace's svm_gamma), which moves the share toward its target; killed and
+    resumed, the chain ends where the uninterrupted one does (gamma in force is in the
+    checkpoint)."""
+    _, d, x, lab = labelled_data(12)
+    start = refine.Start(d, LAYERS, n_classes=3)
+    opts = refine.SupervisedOptions(burn_in=1, collect=5, scan="fixed", svm_steps=1, svm_warmup=2,
+                                    svm_average=0, keep_models=1, chunk=None, checkpoint_every=1,
+                                    gamma_mode="balanced", balance_share=0.5, balance_every=2)
+    kw = dict(seed=3, labels=lab, progress=None)
+    full = refine.run_refine(x, start, opts, **kw)
+    rows = full["trace"]
+    gammas = [r["svm_gamma"] for r in rows]
+    assert gammas[:2] == [1.0, 1.0] and gammas[2] != 1.0, gammas  # re-set after sweep 2
+    want = refine.balanced_gamma(1.0, rows[1]["label_share_median"], 0.5)
+    assert gammas[2] == pytest.approx(want)
+    first = abs(np.log(rows[0]["label_share_median"] / (1 - rows[0]["label_share_median"])))
+    last = abs(np.log(rows[-1]["label_share_median"] / (1 - rows[-1]["label_share_median"])))
+    assert last < first  # the odds nearer 1
+    assert refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path, stop_after=3),
+                             **kw) is None
+    resumed = refine.run_refine(x, start, opts, checkpoint=CheckpointDir(tmp_path), **kw)
+    assert [r["svm_gamma"] for r in resumed["trace"]] == gammas
+    for a, b in zip(full["D"], resumed["D"]):
         np.testing.assert_array_equal(a, b)

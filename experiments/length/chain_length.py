@@ -219,6 +219,10 @@ def run(a) -> dict:
         if a.kind != "supervised":
             raise SystemExit("--gamma is the supervised chain's hinge weight: give --kind supervised")
         opts = dataclasses.replace(opts, gamma=float(a.gamma))
+    if a.balance_share is not None:
+        if a.kind != "supervised":
+            raise SystemExit("--balance-share sets the supervised chain's hinge weight: give --kind supervised")
+        opts = dataclasses.replace(opts, gamma_mode="balanced", balance_share=float(a.balance_share))
     start = refine.Start([z.D for z in pre], layers, hyper, gamma_e_init=pre[0].gamma_e_mean,
                          gamma_s_init=pre[-1].gamma_w,
                          n_classes=class_count(d) if a.kind == "supervised" else None)
@@ -226,7 +230,8 @@ def run(a) -> dict:
              "n_images": len(idx), "image_indices": [int(i) for i in idx], "sweeps": a.sweeps,
              "burn_in": burn_in, "chain": a.chain, "chain_seed": chain_seed, "every": a.every,
              "start": "pretrained", "chunk": rcfg["chunk"], "scan": rcfg["scan"],
-             **({"gamma": float(opts.gamma)} if a.kind == "supervised" else {})}
+             **({"gamma": float(opts.gamma), "gamma_mode": opts.gamma_mode,
+                 "balance_share": float(opts.balance_share)} if a.kind == "supervised" else {})}
     out.mkdir(parents=True, exist_ok=True)
     atomic.write_json(out / "run.json", about)
     say(f"{a.kind} chain {a.chain} (seed {chain_seed}) on {x.shape} from the pretrained layers "
@@ -287,6 +292,20 @@ def scored(pred, y, base=None) -> dict:
     return out
 
 
+def read_inputs(a) -> tuple:
+    """What `read` and `weights` read: (cfg, ds, block, seed, layers, hyper, the pretrained
+    layers, the prepared data, n_classes, the shared subsets of both splits (the first
+    a.n_train / a.n_test), their images x and labels y by split)."""
+    results = Path(a.results)
+    cfg, ds, block = settings(results, a.config)
+    seed, layers, hyper = int(cfg["seed"]), block["model"]["layers"], cfg["hyper"]
+    d = load_prepared(results / "data" / "prepared.npz")
+    subsets = {"train": shared_subset(d, "train", block["n_train"], a.n_train, seed, ds),
+               "test": shared_subset(d, "test", block["n_test"], a.n_test, seed, ds)}
+    return (cfg, ds, block, seed, layers, hyper, pretrained(results, len(layers)), d, class_count(d),
+            subsets, {k: v[0] for k, v in subsets.items()}, {k: v[1] for k, v in subsets.items()})
+
+
 def read(a) -> dict:
     from dgdm_tf.core.model import DeepModel, project_top_to_data
     from dgdm_tf.mcem.classify import classify_supervised
@@ -294,15 +313,7 @@ def read(a) -> dict:
     from dgdm_tf.report import model_plots
 
     results = Path(a.results)
-    cfg, ds, block = settings(results, a.config)
-    seed, layers, hyper = int(cfg["seed"]), block["model"]["layers"], cfg["hyper"]
-    pre = pretrained(results, len(layers))
-    d = load_prepared(results / "data" / "prepared.npz")
-    n_classes = class_count(d)
-    subsets = {"train": shared_subset(d, "train", block["n_train"], a.n_train, seed, ds),
-               "test": shared_subset(d, "test", block["n_test"], a.n_test, seed, ds)}
-    x = {s: v[0] for s, v in subsets.items()}
-    y = {s: v[1] for s, v in subsets.items()}
+    cfg, ds, block, seed, layers, hyper, pre, d, n_classes, subsets, x, y = read_inputs(a)
     out_dir = Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     common = dict(block=block, hyper=hyper, layers=layers, n_classes=n_classes, ds=ds, seed=seed)
@@ -425,7 +436,11 @@ def parse(argv=None):
     r.add_argument("--every", type=int, default=10, help="sweeps between checkpoints (and snapshot blocks)")
     r.add_argument("--stop-after", type=int, default=None, help="stop after this many sweeps (tests)")
     r.add_argument("--gamma", type=float, default=None,
-                   help="supervised: the SVM's hinge weight (default: the block's supervised.gamma)")
+                   help="supervised: the SVM's hinge weight (default: the block's supervised.gamma); "
+                        "with --balance-share its start")
+    r.add_argument("--balance-share", type=float, default=None,
+                   help="supervised: gamma_mode balanced, re-set every balance_every sweeps to give "
+                        "the labels this median share of a top unit's precision")
     q = sub["read"]
     q.add_argument("--refine", default=None, help="a refinement chain's folder (run --out)")
     q.add_argument("--supervised", default=None, help="a supervised chain's folder (run --out)")
@@ -443,6 +458,206 @@ def parse(argv=None):
         a.n_images, a.sweeps, a.every = min(a.n_images, 8), min(a.sweeps, 3), 2
     if a.smoke and a.command == "read":
         a.n_train, a.n_test = min(a.n_train, 20), min(a.n_test, 10)
+    return a
+
+
+# --- weights: the supervised row against the hinge weight ---------------------------------------
+
+def chain_label(run: dict) -> str:
+    """A supervised chain's name in the weights table: its hinge weight, or its balance."""
+    if run.get("gamma_mode") == "balanced":
+        return f"balanced {run['balance_share']:g}"
+    return f"gamma {run.get('gamma', 1.0):g}"
+
+
+def trace_at(folder: Path, length: int, frac: float) -> dict:
+    """From a chain's trace.csv: the labels' share columns averaged over the window of
+    :func:`window` (NaN where not traced), and rel_residual, gamma_e_mean, svm_gamma,
+    svm_train_error (window mean) and every dmove_layer<l> at sweep ``length``."""
+    import pandas as pd
+
+    from dgdm_tf.supervised.label_share import COLUMNS
+
+    tr = pd.read_csv(Path(folder) / "checkpoint" / "trace.csv").set_index("sweep")
+    if length not in tr.index:
+        raise SystemExit(f"{folder}'s trace has no sweep {length} (it has {tr.index.max()})")
+    win = tr.loc[list(window(length, frac))]
+    out = {c: float(win[c].mean()) for c in (*COLUMNS, "svm_train_error") if c in tr}
+    at = tr.loc[length]
+    out.update({c: float(at[c]) for c in tr.columns
+                if c in ("rel_residual", "gamma_e_mean", "svm_gamma") or c.startswith("dmove_layer")})
+    return out
+
+
+def checkpoint_purity(folder: Path, labels: np.ndarray, n_classes: int) -> dict:
+    """Element purity (Fig. 2 as a number: :func:`dgdm_tf.report.element_classes.class_purity`)
+    of a chain's posterior-mean top layer over its collected sweeps, at its checkpoint's
+    sweep; ``labels`` those of the chain's images."""
+    from dgdm_tf.report.element_classes import checkpoint_usage, class_purity
+
+    usage, sweep = checkpoint_usage(Path(folder) / "checkpoint" / "checkpoint.npz")
+    r = class_purity(usage, labels, n_classes)
+    return {"sweep": sweep, "weighted_purity": r["weighted_purity"],
+            "shuffled_weighted_purity": r["shuffled_weighted_purity"]}
+
+
+def weights(a) -> dict:
+    """`weights`: the supervised chains of several hinge weights (`run --kind supervised
+    --gamma G`, or `--balance-share`) on the same images as one refinement chain, read at
+    each length T on the same test images. Per chain and T: its own route (the
+    `supervised.predict` block, labels-free) on the test images and on its own n_train
+    training images; its dictionaries with the SVM refitted (the unsupervised row's
+    route); each paired (McNemar exact) with the unsupervised and pretrained rows; the
+    labels' share, the chain's own training error (svm_train_error, the label-informed
+    features) and the relative residual from its trace; D[L]'s move from the start
+    against the refinement's; element purity at its checkpoint."""
+    from dgdm_tf.mcem.classify import classify_supervised
+    from dgdm_tf.mcem.options import PredictOptions
+    from dgdm_tf.report.scores import error_pct, paired_errors
+
+    cfg, ds, block, seed, layers, hyper, pre, d, n_classes, subsets, x, y = read_inputs(a)
+    folders = [Path(a.refine)] + [Path(f) for f in a.supervised]
+    runs = [json.loads((f / "run.json").read_text()) for f in folders]
+    own_images = [int(i) for i in subsets["train"][2]]
+    for f, r in zip(folders, runs):
+        if r["n_images"] < len(own_images) or r["image_indices"][:len(own_images)] != own_images:
+            raise SystemExit(f"{f} ran on other images than the first --n-train {len(own_images)} "
+                             f"of the shared training subset: give at most the chains' own number")
+    labels_chain = np.asarray(d["y_train"])[np.asarray(runs[0]["image_indices"])]
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    common = dict(block=block, hyper=hyper, layers=layers, n_classes=n_classes, ds=ds, seed=seed)
+    base, _ = topdown_row(x, y, [z.D for z in pre], pre[-1].gamma_w, pre[0].gamma_e_mean,
+                          salt="features", row="pretrained_svm", **common)
+    out = {"dataset": ds, "n_train": len(y["train"]), "n_test": len(y["test"]), "window": a.window,
+           "test_indices": [int(i) for i in subsets["test"][2]],
+           "estimator": "model at T: the mean of the per-sweep snapshots over (T - ceil(T * window), T]; "
+                        "the labels' share and the chain's own training error: their trace's mean "
+                        "over the same sweeps; purity: the posterior-mean top layer over the "
+                        "collected sweeps at the checkpoint",
+           "pretrained_svm": scored(base, y["test"]), "lengths": {}}
+    say(f"pretrained + SVM: {out['pretrained_svm']['error_pct']:.2f} %")
+    predict = PredictOptions.from_supervised(block["supervised"])
+    top = f"dmove_layer{len(layers)}"
+    for length in a.lengths:
+        m = model_at(load_snapshots(folders[0] / "snapshots"), length, a.window)
+        pred_u, _ = topdown_row(x, y, m["D"], m["gamma_s"], m["gamma_e_mean"],
+                                salt="topdown_features", row="unsupervised_svm", **common)
+        unsup = {**scored(pred_u, y["test"], base), **trace_at(folders[0], length, a.window),
+                 "purity": checkpoint_purity(folders[0], labels_chain, n_classes)}
+        say(f"T={length}: unsupervised + SVM {unsup['error_pct']:.2f} %")
+        rows = {}
+        for f, r in zip(folders[1:], runs[1:]):
+            t = time.perf_counter()
+            snaps = load_snapshots(f / "snapshots")
+            m = model_at(snaps, length, a.window)
+            sup = SimpleNamespace(samples_D=[v[None] for v in m["D"]], samples_beta=m["beta"][None],
+                                  svm_mean=snaps["svm"]["mean"], svm_std=snaps["svm"]["std"],
+                                  gamma_s=m["gamma_s"], gamma_e_mean=m["gamma_e_mean"])
+            own = {}
+            for split in ("test", "train"):
+                res = classify_supervised(x[split], sup, predict, layers, hyper=hyper,
+                                          seeds=[seed_for(seed, ds, "supervised_predict", 0)])
+                own[split] = np.argmax(res.scores, 1)
+            refit, _ = topdown_row(x, y, m["D"], m["gamma_s"], m["gamma_e_mean"],
+                                   salt="topdown_features", row="unsupervised_svm", **common)
+            tr = trace_at(f, length, a.window)
+            row = {"folder": str(f), "gamma": r.get("gamma"), "gamma_mode": r.get("gamma_mode", "fixed"),
+                   "own": {**scored(own["test"], y["test"], base),
+                           "vs_unsupervised": paired_errors(pred_u, own["test"], y["test"])},
+                   "refit": {**scored(refit, y["test"], base),
+                             "vs_unsupervised": paired_errors(pred_u, refit, y["test"])},
+                   # the train / test feature shift: labels-free reading of the chain's own
+                   # images against the chain's label-informed draws
+                   "train_error_test_route_pct": error_pct(own["train"], y["train"]),
+                   "train_error_own_features_pct": 100.0 * tr.get("svm_train_error", float("nan")),
+                   "dmove_top_vs_unsupervised": tr[top] / unsup[top] if unsup[top] > 0 else None,
+                   **{k: v for k, v in tr.items() if k != "svm_train_error"},
+                   "purity": checkpoint_purity(f, labels_chain, n_classes),
+                   "seconds": time.perf_counter() - t}
+            if a.drop_predictions:
+                row["own"].pop("predicted")
+                row["refit"].pop("predicted")
+            rows[chain_label(r)] = row
+            say(f"T={length} {chain_label(r)}: own {row['own']['error_pct']:.2f} % "
+                f"(vs unsupervised p {row['own']['vs_unsupervised']['mcnemar_exact_p']:.3g}), refit "
+                f"{row['refit']['error_pct']:.2f} %, share {tr.get('label_share_median', float('nan')):.3g}, "
+                f"train {row['train_error_own_features_pct']:.2f} % own features / "
+                f"{row['train_error_test_route_pct']:.2f} % by the test route, purity "
+                f"{row['purity']['weighted_purity']:.3f} ({row['seconds']:.0f} s)")
+        out["lengths"][str(length)] = {"unsupervised_svm": unsup, "supervised": rows}
+    out["wall_seconds"] = time.perf_counter() - T0
+    atomic.write_json(out_dir / "weights.json", out)
+    plot_weights(out, out_dir / "error_vs_weight.png")
+    say(f"wrote {out_dir / 'weights.json'}")
+    return out
+
+
+def plot_weights(out: dict, png: Path) -> None:
+    """Per length: test error of the own route and the refitted reading against the
+    hinge weight (a balanced chain at its last weight), the unsupervised and
+    pretrained rows as lines; the labels' share; element purity; the training error of
+    the chain's own features against the test route's on the same images."""
+    from dgdm_tf.report.plots import plt, save_figure  # Agg, set there
+
+    lengths = sorted(out["lengths"], key=int)
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+    for li, length in enumerate(lengths):
+        rec = out["lengths"][length]
+        rows = sorted(rec["supervised"].values(), key=lambda r: r.get("svm_gamma") or r["gamma"] or 1.0)
+        g = [r.get("svm_gamma") or r["gamma"] for r in rows]
+        colour = f"C{li}"
+        mk = dict(color=colour, marker="o")
+        axes[0].plot(g, [r["own"]["error_pct"] for r in rows], label=f"own route, T={length}", **mk)
+        axes[0].plot(g, [r["refit"]["error_pct"] for r in rows], ls="--",
+                     label=f"dictionaries + refitted SVM, T={length}", **mk)
+        axes[0].axhline(rec["unsupervised_svm"]["error_pct"], color=colour, ls=":",
+                        label=f"unsupervised + SVM, T={length}")
+        axes[1].plot(g, [r.get("label_share_median", float("nan")) for r in rows],
+                     label=f"median, T={length}", **mk)
+        axes[1].plot(g, [r.get("label_share_margin", float("nan")) for r in rows], ls="--",
+                     label=f"median inside a margin, T={length}", **mk)
+        axes[2].plot(g, [r["purity"]["weighted_purity"] for r in rows], label=f"supervised, T={length}", **mk)
+        axes[2].axhline(rec["unsupervised_svm"]["purity"]["weighted_purity"], color=colour, ls=":",
+                        label="unsupervised")
+        axes[3].plot(g, [r["train_error_own_features_pct"] for r in rows], ls="--",
+                     label=f"own (label-informed) features, T={length}", **mk)
+        axes[3].plot(g, [r["train_error_test_route_pct"] for r in rows],
+                     label=f"test route on the same images, T={length}", **mk)
+    axes[0].axhline(out["pretrained_svm"]["error_pct"], color="0.4", label="pretrained + SVM")
+    purity0 = [r["purity"]["shuffled_weighted_purity"] for rec in out["lengths"].values()
+               for r in rec["supervised"].values()]
+    axes[2].axhline(float(np.mean(purity0)), color="k", ls=":", lw=0.8, label="labels shuffled")
+    titles = ("test error (%)", "labels' share of a top unit's precision", "element purity (weighted)",
+              "training error (%) of the chain's images")
+    for ax, title in zip(axes, titles):
+        ax.set_xscale("log")
+        ax.set_xlabel("hinge weight gamma (balanced: its last)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=6)
+    axes[1].set_yscale("log")
+    fig.suptitle(f"{out['dataset']}: the supervised row against the hinge weight, "
+                 f"{out['n_train']} train / {out['n_test']} test images", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, png)
+
+
+def parse_weights(argv):
+    p = argparse.ArgumentParser(prog="chain_length.py weights", description=weights.__doc__.split("\n")[0])
+    p.add_argument("--results", required=True, help="results/<dataset> holding pretrain/ and data/")
+    p.add_argument("--config", default=None, help="the config the pretraining ran with")
+    p.add_argument("--refine", required=True, help="the refinement chain's folder (run --out)")
+    p.add_argument("--supervised", nargs="+", required=True, help="supervised chains' folders")
+    p.add_argument("--lengths", type=int, nargs="+", default=[50])
+    p.add_argument("--window", type=float, default=1 / 3, help="the share of the last sweeps averaged")
+    p.add_argument("--n-train", type=int, default=500, help="the chains' own images (the first of theirs)")
+    p.add_argument("--n-test", type=int, default=1000)
+    p.add_argument("--drop-predictions", action="store_true", help="keep no per-image predictions")
+    p.add_argument("--out", required=True)
+    p.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    a = p.parse_args(argv)
+    if a.smoke:
+        a.n_train, a.n_test = min(a.n_train, 8), min(a.n_test, 10)
     return a
 
 
@@ -532,6 +747,10 @@ def main(argv=None):
         return mixing(argv[1:])
     if argv[:1] == ["combine"]:
         return combine(argv[1:])
+    if argv[:1] == ["weights"]:
+        a = parse_weights(argv[1:])
+        reproducible_graphs()
+        return weights(a)
     a = parse(argv)
     reproducible_graphs()  # as the rule scripts (workflow/scripts/_common.start)
     return run(a) if a.command == "run" else read(a)

@@ -22,22 +22,16 @@ import numpy as np
 
 from dgdm_tf.data.arrays import class_count, load_prepared
 from dgdm_tf.io import atomic
-from dgdm_tf.report.element_classes import class_purity
+from dgdm_tf.report.element_classes import checkpoint_usage, class_purity
 
 
 def chain_usage(folder: Path) -> tuple[np.ndarray, np.ndarray, int, int]:
     """(usage (N, K), labels (N,), n_classes, the checkpoint's sweep) of one chain folder."""
     run = json.loads((folder / "run.json").read_text())
-    ck = folder / "checkpoint" / "checkpoint.npz"
-    if not ck.exists():
-        raise SystemExit(f"{ck} is missing: run the chain first (chain_length.py run --out {folder})")
-    with np.load(ck) as z:
-        if float(z["acc_count"]) < 1:
-            raise SystemExit(f"{ck} has no collected sweep yet (acc_count 0): run the chain past its burn-in")
-        feats = z["acc_features"] / float(z["acc_count"])
-        hs, ws, k = z["state_s_top"].shape[1:]
-        sweep = int(z["sweep"])
-    usage = np.abs(feats.reshape(len(feats), hs, ws, k)).sum((1, 2))
+    try:
+        usage, sweep = checkpoint_usage(folder / "checkpoint" / "checkpoint.npz")
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"{e} (chain_length.py run --out {folder})")
     d = load_prepared(Path(run["results"]) / "data" / "prepared.npz")
     labels = np.asarray(d["y_train"])[np.asarray(run["image_indices"])]
     return usage, labels, class_count(d), sweep

@@ -9,6 +9,8 @@ the classes' shares (about 1 / C) and entropy log C.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -58,3 +60,22 @@ def class_purity(usage: np.ndarray, labels: np.ndarray, n_classes: int) -> dict:
             "median_purity": float(np.median(purity)),
             "shuffled_weighted_purity": float(w @ purity0),
             "shuffled_weighted_entropy": float(w @ h0)}
+
+
+def checkpoint_usage(path) -> tuple[np.ndarray, int]:
+    """(usage (N, K), sweep) from a refinement or supervised chain's checkpoint
+    (:func:`dgdm_tf.topdown.refine.run_refine`): the running sum of the posterior-mean top
+    layer over the collected sweeps (``acc_features`` / ``acc_count``, the features the
+    chain hands to its SVM), element k's usage by image n the sum of its |S[L]| over
+    positions; the checkpoint's sweep."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the chain first")
+    with np.load(path) as z:
+        if float(z["acc_count"]) < 1:
+            raise ValueError(f"{path} has no collected sweep yet (acc_count 0): run the chain "
+                             "past its burn-in")
+        feats = z["acc_features"] / float(z["acc_count"])
+        hs, ws, k = z["state_s_top"].shape[1:]
+        sweep = int(z["sweep"])
+    return np.abs(feats.reshape(len(feats), hs, ws, k)).sum((1, 2)), sweep

@@ -93,7 +93,9 @@ class RefineOptions(_Chain):
 class SupervisedOptions(_Chain):
     """``svm_hyper``: the SVM's settings (:class:`dgdm_tf.supervised.joint_svm.SvmHyper`);
     ``keep_models`` None keeps every collected draw; ``share_images``: the images whose
-    labels' share of the top units' conditionals is traced (0: none)."""
+    labels' share of the top units' conditionals is traced (0: none); ``gamma_mode``
+    "balanced": the hinge weight is re-set every ``balance_every`` sweeps so that the
+    traced median share is ``balance_share`` (:func:`dgdm_tf.topdown.refine.balanced_gamma`)."""
     burn_in: int = 1
     collect: int = 2
     scan: str = "fixed"
@@ -108,8 +110,23 @@ class SupervisedOptions(_Chain):
     svm_average: int = 100
     keep_models: int | None = 2
     share_images: int = 256
+    gamma_mode: str = "fixed"
+    balance_share: float = 0.5
+    balance_every: int = 5
 
     supervised = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.gamma_mode not in ("fixed", "balanced"):
+            raise ValueError(f"gamma_mode must be 'fixed' or 'balanced', got {self.gamma_mode!r}")
+        if self.gamma_mode == "balanced":
+            if not 0.0 < float(self.balance_share) < 1.0:
+                raise ValueError(f"balance_share must lie in (0, 1), got {self.balance_share}")
+            if int(self.share_images) < 1 or int(self.balance_every) < 1:
+                raise ValueError("gamma_mode balanced reads the traced labels' share: it needs "
+                                 f"share_images >= 1 and balance_every >= 1, got "
+                                 f"{self.share_images} and {self.balance_every}")
 
     @property
     def svm_hyper(self) -> SvmHyper:

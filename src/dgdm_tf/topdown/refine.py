@@ -11,6 +11,7 @@ the same inputs resumes from there. Kernels are in :mod:`dgdm_tf.topdown.sweep`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Callable
@@ -42,7 +43,8 @@ def trace_columns(model: DeepModel) -> list[str]:
     cols += [f"accept_d{l + 1}" for l in range(1, model.n_layers)]
     cols += [f"{k}_layer{l + 1}" for k in ("dnorm", "dmove") for l in range(model.n_layers)]
     if model.supervised:
-        cols += ["svm_train_error", "svm_hinge", "svm_kappa", "beta_norm", *label_share.COLUMNS]
+        cols += ["svm_train_error", "svm_hinge", "svm_kappa", "beta_norm", "svm_gamma",
+                 *label_share.COLUMNS]
     return cols + ["seconds"]
 
 
@@ -80,7 +82,8 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
     if model.supervised:
         if svm is None:  # the first sweep runs before the SVM exists
             row.update(svm_train_error=float("nan"), svm_hinge=float("nan"), svm_kappa=float("nan"),
-                       beta_norm=float("nan"), **{c: float("nan") for c in label_share.COLUMNS})
+                       beta_norm=float("nan"), svm_gamma=float("nan"),
+                       **{c: float("nan") for c in label_share.COLUMNS})
         else:
             m = np.asarray(deep_svm.margins(svm, st.s_top))  # N, C
             yy = np.asarray(y).T
@@ -88,6 +91,7 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
             row["svm_hinge"] = float(np.mean(np.maximum(1.0 - yy * m, 0.0)))
             row["svm_kappa"] = float(np.mean(np.asarray(svm.kappa)))
             row["beta_norm"] = float(np.linalg.norm(np.asarray(svm.beta, np.float64)))
+            row["svm_gamma"] = float(svm_hyper.gamma)
             row.update(label_share.trace_shares(st, svm, x, y, model, svm_hyper, share_images)
                        if share_images > 0 else {c: float("nan") for c in label_share.COLUMNS})
     row["seconds"] = seconds
@@ -149,6 +153,25 @@ def _averaged_beta(scan, svm, s_top, y, n: int, seed) -> np.ndarray:
     return acc / n
 
 
+#: the most a balanced hinge weight moves at one re-setting (a factor either way), so a
+#: share read on a chain still far from its balance does not throw gamma about
+BALANCE_STEP = 10.0
+
+
+def balanced_gamma(gamma: float, share: float, target: float) -> float:
+    """The hinge weight that moves the labels' median share of a top unit's precision
+    from ``share`` to ``target``: the SVM's part is linear in gamma at fixed beta and
+    lambda, so the odds share / (1 - share) scale with it (by at most
+    :data:`BALANCE_STEP`). gamma_mode "balanced" re-sets gamma so every few sweeps: the
+    chain then targets a joint that moves with it (an adaptive approximation, measured
+    against fixed weights), not one fixed posterior; with "fixed" (the default) gamma
+    never moves."""
+    if not np.isfinite(share) or share <= 0.0 or share >= 1.0:
+        return float(gamma)
+    factor = (target / (1.0 - target)) / (share / (1.0 - share))
+    return float(gamma * np.clip(factor, 1.0 / BALANCE_STEP, BALANCE_STEP))
+
+
 class _RefineKernel(Kernel):
     """One refinement sweep (:func:`dgdm_tf.topdown.sweep.make_sweep_fn`) for
     :func:`dgdm_tf.mcmc.driver.run_chain`. State: (the model's state, the SVM's state or
@@ -156,7 +179,8 @@ class _RefineKernel(Kernel):
 
     def __init__(self, x, dictionaries, model, *, seed, gamma_e_init,
                  gamma_s_init, n_leapfrog, power_iterations, chunk, y, n_classes, shyper,
-                 svm_warmup, svm_average, keep, say, trace_path, team, share_images=0):
+                 svm_warmup, svm_average, keep, say, trace_path, team, share_images=0,
+                 balance=None):
         self.team = team
         self.x, self.xt, self.x_norm = x, tf.constant(x), float(np.linalg.norm(x))
         self.dictionaries, self.model, self.seed = dictionaries, model, seed
@@ -167,6 +191,10 @@ class _RefineKernel(Kernel):
         self.supervised = y is not None
         self.svm_warmup, self.svm_average, self.keep = svm_warmup, svm_average, keep
         self.share_images = int(share_images)
+        # gamma_mode balanced: (target share, sweeps between re-settings); the weight in
+        # force is checkpointed with the chain, so a resumed chain goes on with it
+        self.balance = balance
+        self.gamma_now = None if shyper is None else float(shyper.gamma)
         self.say, self.trace_path, self.cols = say, trace_path, trace_columns(model)
         self.d_start = [np.asarray(d, np.float64) for d in dictionaries]
 
@@ -186,6 +214,8 @@ class _RefineKernel(Kernel):
             raise CheckpointMismatch(f"the checkpoint holds {int(z['state_d_n'])} layers' "
                                      f"dictionaries, the chain {self.model.n_layers}")
         svm = _state_from_numpy(z, deep_svm.SvmState, "svm") if "svm_beta" in z else None
+        if "svm_gamma_now" in z:
+            self.gamma_now = float(z["svm_gamma_now"])
         samples = [{k[len(f"sample{i}_"):]: z[k] for k in z if k.startswith(f"sample{i}_")}
                    for i in range(int(z["n_samples"]) if "n_samples" in z else 0)]
         return _state_from_numpy(z), svm, samples
@@ -196,6 +226,8 @@ class _RefineKernel(Kernel):
         if svm is not None:
             arrs.update(_state_to_numpy(svm, "svm"))
         arrs["n_samples"] = np.array(len(samples))
+        if self.balance is not None:
+            arrs["svm_gamma_now"] = np.array(self.gamma_now)
         for i, smp in enumerate(samples):
             arrs.update({f"sample{i}_{k}": v for k, v in smp.items()})
         return arrs
@@ -204,15 +236,21 @@ class _RefineKernel(Kernel):
         # one compiled sweep for every step (the adaptation flag is an argument)
         hmc = dict(n_leapfrog=self.n_leapfrog, power_iterations=self.power_iterations)
         self.sweep_fn = make_sweep_fn(self.model, adapt="argument", chunk=self.chunk, **hmc)
+        self.hmc = hmc
         if self.supervised:
-            shyper = self.shyper
-            self.sup_fn = make_sweep_fn(self.model, adapt="argument", svm_hyper=shyper,
-                                        chunk=self.chunk, **hmc)
-            self.svm_scan = deep_svm.make_svm_scan(shyper, steps=1)
+            self._build_supervised()
+
+    def _build_supervised(self):
+        """The supervised sweep and SVM scan at the hinge weight in force."""
+        self.shyper_now = dataclasses.replace(self.shyper, gamma=self.gamma_now)
+        self.sup_fn = make_sweep_fn(self.model, adapt="argument", svm_hyper=self.shyper_now,
+                                    chunk=self.chunk, **self.hmc)
+        self.svm_scan = deep_svm.make_svm_scan(self.shyper_now, steps=1)
 
     def step(self, chain_state, at):
         state, svm, samples = chain_state
-        xt, y, shyper, seed, t = self.xt, self.y, self.shyper, self.seed, at.t
+        xt, y, seed, t = self.xt, self.y, self.seed, at.t
+        shyper = self.shyper_now if self.supervised else None
         t0 = time.time()
         if svm is None:
             state, stats = self.sweep_fn(state, xt, tf.constant(at.adapting))
@@ -233,6 +271,11 @@ class _RefineKernel(Kernel):
         row = _trace_row(t + 1, at.phase, state, xt, self.model, self.x_norm, stats, sec,
                          svm=svm, y=y, svm_hyper=shyper, d_start=self.d_start,
                          share_images=self.share_images)
+        if self.balance is not None and (t + 1) % self.balance[1] == 0:
+            gamma = balanced_gamma(self.gamma_now, row["label_share_median"], self.balance[0])
+            if gamma != self.gamma_now:  # the next sweeps at the new weight
+                self.gamma_now = gamma
+                self._build_supervised()
         sample = None
         if at.collected:
             sample = _averages(state, self.model)
@@ -374,6 +417,9 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
         y = deep_svm.targets(labels, n_classes)
         extra.update(n_classes=n_classes, svm_hyper=shyper.__dict__, keep=sorted(keep),
                      svm_warmup=int(o.svm_warmup), svm_average=int(o.svm_average))
+        if o.gamma_mode != "fixed":  # absent for fixed: the fixed chains' checkpoints resume
+            extra.update(gamma_mode=o.gamma_mode, balance_share=float(o.balance_share),
+                         balance_every=int(o.balance_every))
     fp = fingerprint(x, *dictionaries, *([labels] if supervised else []), layers=list(layers), seed=seed,
                      burn_in=o.burn_in, collect=collect, thin=o.thin, hyper=model.hyper.__dict__,
                      gamma_e_init=start.gamma_e_init, gamma_s_init=start.gamma_s_init,
@@ -393,7 +439,9 @@ def run_refine(x: np.ndarray, start: Start, options: RefineOptions | SupervisedO
                                svm_warmup=o.svm_warmup if supervised else 0,
                                svm_average=o.svm_average if supervised else 0, keep=keep,
                                say=say_c, trace_path=trace_c, team=team,
-                               share_images=o.share_images if supervised else 0)
+                               share_images=o.share_images if supervised else 0,
+                               balance=((float(o.balance_share), int(o.balance_every))
+                                        if supervised and o.gamma_mode == "balanced" else None))
         ck = Checkpoint(ck_dir / "checkpoint.npz" if ck_dir else None,
                         fp if c == 0 else fingerprint(parent=fp, chain=c),
                         every=o.checkpoint_every, write=team.chief,
