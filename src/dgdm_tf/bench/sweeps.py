@@ -17,7 +17,8 @@ ratio (docs/findings/pretrain_floor_ratio_load.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -36,6 +37,25 @@ from dgdm_tf.pretrain.layer_model import LayerModel, init_state
 from dgdm_tf.topdown.dictionaries import N_LEAPFROG, POWER_ITERATIONS
 
 
+def pretrain_steps(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
+                   seed: int, hyper: dict | None = None, update_d: bool = True,
+                   jit_compile: bool = False, scan: str = "random", rng=None) -> Iterator[tuple]:
+    """Each layer's compiled pretraining sweep, as the workflow runs it (with the
+    Rao-Blackwellised pooled features), and its arguments: ``(geometry, fn, state, x)``,
+    one per layer, bottom up, each built as it is asked for; ``fn(state, x)`` returns
+    ``(state, expected pool)``. Random inputs at each layer's true shape, drawn from
+    ``rng`` (a fresh one from ``seed``)."""
+    hyp = Hyper.from_dict(hyper)
+    rng = np.random.default_rng(seed) if rng is None else rng
+    for li, g in enumerate(layer_geometries(tuple(image_shape), layers)):
+        x = rng.random((batch_size, g.hx, g.wx, g.c), dtype=np.float32)
+        model = LayerModel(g, hyp, top=(g.p == 1), n_images=batch_size, scan=scan)
+        state = init_state(x, model, tf.constant([seed, li], tf.int32))
+        fn = make_sweep_fn(model, update_d=update_d, jit_compile=jit_compile,
+                           return_expected_pool=True)
+        yield g, fn, state, tf.constant(x)
+
+
 def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[dict], *,
                               batch_size: int, sweeps: int, seed: int,
                               hyper: dict | None = None, update_d: bool = True,
@@ -46,18 +66,11 @@ def benchmark_pretrain_layers(image_shape: tuple[int, int, int], layers: list[di
     Inputs are random, at each layer's true shape; the sweep's cost does not depend on
     the values (every block is visited whatever its state).
     """
-    geoms = layer_geometries(tuple(image_shape), layers)
-    hyp = Hyper.from_dict(hyper)
     rng = np.random.default_rng(seed)
     rows = []
-    for li, g in enumerate(geoms):
-        x = rng.random((batch_size, g.hx, g.wx, g.c), dtype=np.float32)
-        model = LayerModel(g, hyp, top=(g.p == 1), n_images=batch_size, scan=scan)
-        state = init_state(x, model, tf.constant([seed, li], tf.int32))
-        # the sweep the workflow runs: with the Rao-Blackwellised pooled features
-        fn = make_sweep_fn(model, update_d=update_d, jit_compile=jit_compile,
-                           return_expected_pool=True)
-        xt = tf.constant(x)
+    for li, (g, fn, state, xt) in enumerate(pretrain_steps(
+            image_shape, layers, batch_size=batch_size, seed=seed, hyper=hyper, update_d=update_d,
+            jit_compile=jit_compile, scan=scan, rng=rng)):
         holder = {"st": fn(state, xt)[0]}  # warm-up: trace and compile
 
         def one_sweep():
@@ -95,16 +108,37 @@ REFINE_COLUMNS = ("step", "batch_size", "input_shape", "dicts", "seconds", "imag
                   "peak_rss_mb", "load_1min")
 
 
-def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
-                     sweeps: int, seed: int, hyper: dict | None = None,
-                     n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS,
-                     only: Sequence[str] | None = None) -> list[dict]:
-    """Top-down sampler (dgdm_tf.topdown) at ``batch_size``: a refinement sweep (every
-    conditional), a test-time sweep (dictionaries fixed) and each of its steps, against
-    the floor: one generative pass of the whole model from the top layer to the image
-    and its adjoint (the gradient back to the top layer). Random inputs and dictionaries
-    at the configured shapes; the cost does not depend on the values. ``only``: the
-    names of the steps to time (default: every one)."""
+class RefineSteps(NamedTuple):
+    """The top-down sampler's compiled steps at one batch (:func:`refine_steps`): each
+    ``steps[name](state, x)`` returns the next state, or ``(state, stats)`` for a whole
+    sweep (:func:`step_state` reads either); ``floor(s_top)``: one generative pass of the
+    whole model and its adjoint."""
+
+    model: object
+    x: tf.Tensor
+    state: object
+    s_top: tf.Tensor
+    floor: object
+    steps: dict
+    n_classes: int
+
+
+def step_state(out):
+    """The state a step of :class:`RefineSteps` returns: a sweep returns (state, stats)."""
+    from dgdm_tf.topdown import state as deep_state
+
+    return out if isinstance(out, deep_state.DeepState) else out[0]
+
+
+def refine_steps(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
+                 seed: int, hyper: dict | None = None, n_leapfrog: int = N_LEAPFROG,
+                 power_iterations: int = POWER_ITERATIONS, n_classes: int = 10) -> RefineSteps:
+    """Every compiled step of the top-down sampler (dgdm_tf.topdown) at ``batch_size``,
+    keyed by the names :mod:`dgdm_tf.bench.exact_floor` gives them: a refinement sweep
+    (every conditional), a test-time sweep (dictionaries fixed), the supervised model's
+    sweep, one test-time MCEM iteration, the top units, each layer's unpooling blocks and
+    dictionaries. Random inputs and dictionaries at the configured shapes; the cost does
+    not depend on the values."""
     from dgdm_tf.topdown import dictionaries, top_units, unpooling
     from dgdm_tf.topdown import state as deep_state
     from dgdm_tf.topdown import sweep as deep_sweep
@@ -128,8 +162,6 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
             loss = 0.5 * tf.reduce_sum(r * r)
         return tape.gradient(loss, s)
 
-    floor_fn(s)
-    floor_s = median_seconds(lambda: floor_fn(s), max(sweeps, 3))
     steps = {
         REFINE_SWEEP: deep_sweep.make_sweep_fn(model, n_leapfrog=n_leapfrog,
                                                      power_iterations=power_iterations),
@@ -142,7 +174,6 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
     from dgdm_tf.supervised import joint_svm as deep_svm
 
     sup_model = DeepModel(tuple(image_shape), layers, hyper, supervised=True)
-    n_classes = 10
     mean, std = deep_svm.standardisation(s)
     svm = deep_svm.init_svm(n_classes, mean, std, batch_size, deep_svm.SvmHyper())._replace(
         beta=tf.constant(rng.normal(size=(n_classes, mean.size + 1)) * 0.1))
@@ -163,6 +194,23 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
             lambda st, x, l=l: dictionaries.resample_d(st, x, model, l, st.seed,
                                                        n_leapfrog=n_leapfrog,
                                                        power_iterations=power_iterations)[0])
+    return RefineSteps(model, xt, st, s, floor_fn, steps, n_classes)
+
+
+def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
+                     sweeps: int, seed: int, hyper: dict | None = None,
+                     n_leapfrog: int = N_LEAPFROG, power_iterations: int = POWER_ITERATIONS,
+                     only: Sequence[str] | None = None) -> list[dict]:
+    """Top-down sampler (dgdm_tf.topdown) at ``batch_size``: each step of
+    :func:`refine_steps` against the floor: one generative pass of the whole model from
+    the top layer to the image and its adjoint (the gradient back to the top layer).
+    Random inputs and dictionaries at the configured shapes; the cost does not depend on
+    the values. ``only``: the names of the steps to time (default: every one)."""
+    r = refine_steps(image_shape, layers, batch_size=batch_size, seed=seed, hyper=hyper,
+                     n_leapfrog=n_leapfrog, power_iterations=power_iterations)
+    model, xt, st, steps, n_classes = r.model, r.x, r.state, r.steps, r.n_classes
+    r.floor(r.s_top)
+    floor_s = median_seconds(lambda: r.floor(r.s_top), max(sweeps, 3))
     exact = exact_floor.topdown_macs(model, batch_size, n_leapfrog=n_leapfrog,
                                      power_iterations=power_iterations, n_classes=n_classes)
     floor_macs = exact_floor.floor_macs(model, batch_size)
@@ -174,13 +222,10 @@ def benchmark_refine(image_shape: tuple[int, int, int], layers: list[dict], *, b
         if only is not None and name not in only:
             continue
 
-        def state_of(out):  # a sweep returns (state, stats), a step the state
-            return out if isinstance(out, deep_state.DeepState) else out[0]
-
-        holder = {"st": state_of(fn(st, xt))}  # warm-up: trace
+        holder = {"st": step_state(fn(st, xt))}  # warm-up: trace
 
         def one(fn=fn):
-            holder["st"] = state_of(fn(holder["st"], xt))
+            holder["st"] = step_state(fn(holder["st"], xt))
             return holder["st"].resid
 
         sec = median_seconds(one, sweeps)
