@@ -10,6 +10,7 @@ import yaml
 
 from dgdm_tf.bench import exact_floor
 from dgdm_tf.bench import gpu_check as G
+from dgdm_tf.bench import placement as PL
 from dgdm_tf.bench import projection as P
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
@@ -71,16 +72,16 @@ def _clean_step():
 
 
 def test_placement_passes_a_step_on_its_device_and_flags_one_forced_elsewhere():
-    p, fn, args = G.check_placement(_clean_step(), G.CPU)
+    p, fn, args = PL.check_placement(_clean_step(), G.CPU)
     assert p.ok and p.problems() == [] and p.n_ops > 10  # the loop's body is read too
-    assert {n.op for _, n in G.graph_nodes(fn.get_concrete_function(*args))} >= {"StatelessWhile", "Mul"}
+    assert {n.op for _, n in PL.graph_nodes(fn.get_concrete_function(*args))} >= {"StatelessWhile", "Mul"}
 
     def forced(x):
         with tf.device("/CPU:1" if HAS_GPU else G.GPU):  # a device that is not the target
             y = x * 2.0
         return y + 1.0
 
-    p, *_ = G.check_placement(G.Step("forced", forced, (tf.ones([3]),), 3), G.CPU)
+    p, *_ = PL.check_placement(G.Step("forced", forced, (tf.ones([3]),), 3), G.CPU)
     assert not p.ok and any("pinned elsewhere" in m and "Mul" in m for m in p.problems())
 
 
@@ -88,23 +89,23 @@ def test_placement_flags_an_op_without_a_kernel_on_the_target_type():
     # the registry is asked about GPU kernels while the step runs on the CPU: the op that
     # a GPU would run on the CPU instead is reported
     step = G.Step("strings", lambda x: tf.strings.as_string(x * 2.0), (tf.ones([3]),), 3)
-    p, *_ = G.check_placement(step, G.CPU, kernel_device_type="GPU")
+    p, *_ = PL.check_placement(step, G.CPU, kernel_device_type="GPU")
     assert not p.ok and p.no_kernel == ["AsString(T=float32)"] and p.no_gpu_kernel == p.no_kernel
-    assert G.check_placement(step, G.CPU)[0].ok  # the CPU has the kernel
-    assert G.check_placement(_clean_step(), G.CPU, kernel_device_type="GPU")[0].ok
+    assert PL.check_placement(step, G.CPU)[0].ok  # the CPU has the kernel
+    assert PL.check_placement(_clean_step(), G.CPU, kernel_device_type="GPU")[0].ok
 
 
 def test_outputs_off_the_target_are_flagged():
     with tf.device(G.CPU):
         out = (tf.ones([2]), tf.constant(3))
-    assert G.misplaced_outputs(out, G.CPU) == []
-    bad = G.misplaced_outputs(out, G.GPU)
+    assert PL.misplaced_outputs(out, G.CPU) == []
+    bad = PL.misplaced_outputs(out, G.GPU)
     assert len(bad) == 1 and "float32" in bad[0] and "CPU:0" in bad[0]  # int32 lives on the host
 
 
 @pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
 def test_without_a_gpu_the_gpu_target_fails_and_the_command_says_so(capsys):
-    p, *_ = G.check_placement(_clean_step(), G.GPU)
+    p, *_ = PL.check_placement(_clean_step(), G.GPU)
     assert not p.ok and "strict placement failed" in p.problems()[0]
     assert G.main(["--out", "unused"]) == 2
     assert "no GPU visible" in capsys.readouterr().err

@@ -30,7 +30,7 @@ def planned_files(out: str) -> list[str]:
 
 def test_the_shipped_ablations_exist():
     assert {"gamma_s_global", "readout_chain", "pretrain_burn_in_60",
-            "pretrain_burn_in_240"} <= set(ABLATIONS)
+            "pretrain_burn_in_240", "supervised_gamma_1000"} <= set(ABLATIONS)
 
 
 @pytest.mark.parametrize("name", ABLATIONS)

@@ -476,7 +476,7 @@ def trace_at(folder: Path, length: int, frac: float) -> dict:
     svm_train_error (window mean) and every dmove_layer<l> at sweep ``length``."""
     import pandas as pd
 
-    from dgdm_tf.supervised.label_share import COLUMNS
+    from dgdm_tf.topdown.label_share import COLUMNS
 
     tr = pd.read_csv(Path(folder) / "checkpoint" / "trace.csv").set_index("sweep")
     if length not in tr.index:

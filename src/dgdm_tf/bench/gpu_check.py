@@ -42,21 +42,20 @@ MCEM steps the smoke config does not run.
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 import yaml
-from tensorflow.python.framework import kernels as tf_kernels
 
 from dgdm_tf.bench import projection
 from dgdm_tf.bench.exact_floor import layer_floor_macs
+from dgdm_tf.bench.placement import check_placement, misplaced_outputs, same_device, to_device, traced
 from dgdm_tf.bench.timing import machine_info, median_seconds
 from dgdm_tf.bench.sweeps import pretrain_steps, refine_steps
 from dgdm_tf.core.compiled import compiled
@@ -67,7 +66,6 @@ from dgdm_tf.core.ops import full_conv, full_conv_adjoint
 GPU = "/GPU:0"
 CPU = "/CPU:0"
 #: dtypes TensorFlow keeps in host memory whichever device computes them
-HOST_DTYPES = (tf.int32, tf.string, tf.resource, tf.variant)
 #: image shapes of the data kinds whose configs leave image_shape to the data
 KIND_SHAPES = {"mnist": (28, 28, 1)}
 DEFAULT_PROJECT = ("config/config.yaml:mnist", "config/paper.yaml:mnist:60000:10000")
@@ -91,32 +89,6 @@ class Step:
     fn: object
     args: tuple
     images: int
-
-
-@dataclass
-class Placement:
-    """What :func:`check_placement` found for one step on ``target``."""
-
-    step: str
-    target: str
-    no_kernel: list = field(default_factory=list)
-    pinned: list = field(default_factory=list)
-    strict_error: str = ""
-    outputs: list = field(default_factory=list)
-    n_ops: int = 0
-    #: ops with no GPU kernel in this build's registry, whatever the target
-    no_gpu_kernel: list = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.no_kernel or self.pinned or self.strict_error or self.outputs)
-
-    def problems(self) -> list[str]:
-        out = [f"no {_device_type(self.target)} kernel: {m}" for m in self.no_kernel]
-        out += [f"pinned elsewhere: {m}" for m in self.pinned]
-        out += [f"strict placement failed: {self.strict_error}"] if self.strict_error else []
-        out += [f"output on another device: {m}" for m in self.outputs]
-        return out
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -170,13 +142,13 @@ def _svm_step(svm: dict, width: int, n_classes: int, n: int, seed: int) -> Step:
     """One Gibbs scan of the Bayesian SVM (dgdm_tf.supervised.svm_classifier) on ``n``
     random images of ``width`` features, as :class:`BayesianSVM` builds it from ``svm``."""
     from dgdm_tf.core import random
-    from dgdm_tf.supervised.svm_classifier import _gibbs_sweep
+    from dgdm_tf.supervised.svm_classifier import gibbs_sweep
     from dgdm_tf.supervised.svm_linalg import DTYPE, one_vs_all_targets
 
     laplace = svm.get("prior", "laplace") == "laplace"
     # built afresh (not the cached builder's): the check's traces would otherwise build the
     # cached one inside a graph, its constants with it, and spoil it for later fits
-    fn = _gibbs_sweep.__wrapped__(n_classes, width, laplace=laplace, sample_gamma=bool(svm.get("sample_gamma", False)),
+    fn = gibbs_sweep.__wrapped__(n_classes, width, laplace=laplace, sample_gamma=bool(svm.get("sample_gamma", False)),
                       bias_var=float(svm["bias_var"]), a_kappa=float(svm["a_kappa"]),
                       b_kappa=float(svm["b_kappa"]), a_gamma=float(svm["a_gamma"]),
                       b_gamma=float(svm["b_gamma"]))
@@ -193,119 +165,6 @@ def _svm_step(svm: dict, width: int, n_classes: int, n: int, seed: int) -> Step:
 
 
 # ------------------------------------------------------------------------------ placement
-def _device_type(device: str) -> str:
-    return tf.DeviceSpec.from_string(device).device_type or "CPU"
-
-
-def same_device(actual: str, target: str) -> bool:
-    """Whether device string ``actual`` names the device ``target`` names (type and index;
-    a missing index is 0)."""
-    a, t = tf.DeviceSpec.from_string(actual), tf.DeviceSpec.from_string(target)
-    return (a.device_type, a.device_index or 0) == (t.device_type, t.device_index or 0)
-
-
-def graph_nodes(concrete) -> list:
-    """Every node of a concrete function's graph and of each function in its library
-    (nested functions, loop and branch bodies): ``(function, NodeDef)`` pairs."""
-    gd = concrete.graph.as_graph_def()
-    name = concrete.name.decode() if isinstance(concrete.name, bytes) else concrete.name
-    out = [(name, n) for n in gd.node]
-    for f in gd.library.function:
-        out += [(f.signature.name, n) for n in f.node_def]
-    return out
-
-
-def _kernel_allows(kdef, node) -> bool:
-    for c in kdef.constraint:
-        if c.name not in node.attr:
-            continue
-        allowed = set(c.allowed_values.list.type)
-        a = node.attr[c.name]
-        types = list(a.list.type) if a.HasField("list") else [a.type]
-        if allowed and any(t not in allowed for t in types):
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _registered(op: str) -> tuple:
-    return tuple(tf_kernels.get_registered_kernels_for_op(op).kernel)
-
-
-def has_kernel(node, device_type: str) -> bool:
-    """Whether this TensorFlow build registers a kernel for ``node``'s op and dtypes on
-    ``device_type`` (a kernel for every device, ``DEFAULT``, counts)."""
-    return any(k.device_type in (device_type, "DEFAULT") and _kernel_allows(k, node) for k in _registered(node.op))
-
-
-def kernel_misses(nodes, device_type: str) -> list[str]:
-    """``op (dtype attrs)`` of each node with no kernel on ``device_type``, once each."""
-    miss = set()
-    for _, n in nodes:
-        if n.op in ("NoOp",) or has_kernel(n, device_type):
-            continue
-        dtypes = ",".join(f"{k}={tf.dtypes.as_dtype(v.type).name}" for k, v in sorted(n.attr.items())
-                          if v.WhichOneof("value") == "type")
-        miss.add(f"{n.op}({dtypes})")
-    return sorted(miss)
-
-
-def pinned_elsewhere(nodes, target: str) -> list[str]:
-    """Nodes whose requested device is set and is not ``target``."""
-    return sorted({f"{fn}/{n.name} ({n.op}) on {n.device}" for fn, n in nodes
-                   if n.device and not same_device(n.device, target)})
-
-
-def _to_device(args, device: str):
-    with tf.device(device):
-        return tf.nest.map_structure(lambda t: tf.identity(t) if isinstance(t, tf.Tensor) else t, args)
-
-
-def _wrap(step: Step):
-    return compiled(lambda *a: step.fn(*a))
-
-
-def check_placement(step: Step, target: str, *, kernel_device_type: str | None = None) -> tuple[Placement, object, tuple]:
-    """Trace and run ``step`` on ``target`` with soft device placement off (module
-    docstring, part 1). Returns the :class:`Placement` found, the traced function and
-    the arguments on ``target`` (for :func:`time_step`). ``kernel_device_type``: the
-    device type the kernel registry is asked about (default: the target's)."""
-    p = Placement(step.name, target)
-    fn = _wrap(step)
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    args = step.args
-    try:
-        with tf.device(target):
-            concrete = fn.get_concrete_function(*args)
-        nodes = graph_nodes(concrete)
-        p.n_ops = len(nodes)
-        p.no_kernel = kernel_misses(nodes, kernel_device_type or _device_type(target))
-        p.pinned = pinned_elsewhere(nodes, target)
-        p.no_gpu_kernel = kernel_misses(nodes, "GPU")
-        try:
-            args = _to_device(step.args, target)
-            with tf.device(target):
-                out = fn(*args)
-                tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
-        except (tf.errors.OpError, ValueError, RuntimeError) as e:
-            p.strict_error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            return p, fn, args
-    finally:
-        tf.config.set_soft_device_placement(soft)
-    p.outputs = misplaced_outputs(out, target)
-    return p, fn, args
-
-
-def misplaced_outputs(out, target: str) -> list[str]:
-    """``path dtype device`` of every output tensor outside ``target`` (host dtypes aside)."""
-    bad = []
-    for i, t in enumerate(tf.nest.flatten(out)):
-        if isinstance(t, tf.Tensor) and t.dtype not in HOST_DTYPES and not same_device(t.device, target):
-            bad.append(f"output {i} {t.dtype.name} on {t.device}")
-    return bad
-
-
 def time_step(fn, args, repeats: int) -> float:
     """Median seconds of ``repeats`` calls of a traced step (its warm-up done)."""
     return median_seconds(lambda: fn(*args), repeats)
@@ -403,7 +262,7 @@ def run_check(*, smoke: str, dataset: str | None, targets: list[dict], out_dir: 
             if same_device(target, CPU):  # the dry run: the same trace
                 row["cpu_s"] = row["target_s"]
             else:
-                cfn, cargs = _wrap(step), _to_device(step.args, CPU)
+                cfn, cargs = traced(step), to_device(step.args, CPU)
                 with tf.device(CPU):
                     cfn(*cargs)  # warm-up: trace
                     row["cpu_s"] = time_step(cfn, cargs, repeats)

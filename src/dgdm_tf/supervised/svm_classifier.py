@@ -37,7 +37,7 @@ def _em_step(gamma: float):
 
 
 @cached_builder()
-def _gibbs_sweep(c: int, f: int, *, laplace: bool, sample_gamma: bool, bias_var: float,
+def gibbs_sweep(c: int, f: int, *, laplace: bool, sample_gamma: bool, bias_var: float,
                  a_kappa: float, b_kappa: float, a_gamma: float, b_gamma: float):
     """A compiled Gibbs scan ``f(beta, omega_w, kappa, gamma, it, base, s, y) -> (beta,
     omega_w, kappa, gamma)`` of the C one-vs-all SVMs on F features (eqs. Samplelambda,
@@ -62,7 +62,7 @@ def _gibbs_sweep(c: int, f: int, *, laplace: bool, sample_gamma: bool, bias_var:
 
 
 class _GibbsFit(Kernel):
-    """The SVM's Gibbs sampler (:func:`_gibbs_sweep`) for
+    """The SVM's Gibbs sampler (:func:`gibbs_sweep`) for
     :func:`dgdm_tf.mcmc.driver.run_in_memory`. State: (beta, omega_w, kappa, gamma, the
     collected betas, gammas and kappas); each sweep is recorded in ``svm.trace``."""
 
@@ -292,7 +292,7 @@ class BayesianSVM:
         c = self.n_classes
         laplace = o.prior == "laplace"
         base = random.salted(self.seed, "svm")
-        sweep = _gibbs_sweep(c, f, laplace=laplace, sample_gamma=o.sample_gamma,
+        sweep = gibbs_sweep(c, f, laplace=laplace, sample_gamma=o.sample_gamma,
                              bias_var=o.bias_var, a_kappa=o.a_kappa, b_kappa=o.b_kappa,
                              a_gamma=o.a_gamma, b_gamma=o.b_gamma)
         first = (tf.zeros((c, f + 1), DTYPE), tf.fill([c, f], f64(1.0 / o.kappa if laplace else 1.0 / o.ridge)),

@@ -29,7 +29,7 @@ from dgdm_tf.mcmc.driver import Kernel, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.supervised import label_share
+from dgdm_tf.topdown import label_share
 from dgdm_tf.topdown.conjugate import gamma_s_summary
 from dgdm_tf.topdown.options import RefineOptions, Start, SupervisedOptions
 from dgdm_tf.topdown.state import DeepState, init_state
@@ -63,7 +63,7 @@ def _trace_row(sweep, phase, st: DeepState, x, model: DeepModel, x_norm, stats, 
     """One sweep's trace. ``d_start``: the chain's starting D[l] (float64), for
     dnorm_layer<l> = ||D[l]||_F and dmove_layer<l> = ||D[l] - D[l]_start|| / ||D[l]_start||.
     ``share_images``: the supervised chain's labels' share of the top units' conditionals
-    (:func:`dgdm_tf.supervised.label_share.trace_shares`) on that many of its first
+    (:func:`dgdm_tf.topdown.label_share.trace_shares`) on that many of its first
     images; 0: not traced (NaN)."""
     row = {"sweep": sweep, "phase": phase,
            "log_joint": float(log_joint(st, x, model, mask, svm, y, svm_hyper)),

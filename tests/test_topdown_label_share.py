@@ -1,4 +1,4 @@
-"""The labels' share of the top units' conditionals (dgdm_tf.supervised.label_share),
+"""The labels' share of the top units' conditionals (dgdm_tf.topdown.label_share),
 against a hand computation on a tiny model: each unit's image F and residual R0 by
 reconstructing the image with the unit at 1 and at 0, the SVM's parts from beta, lambda
 and the margins without the unit."""
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from dgdm_tf.core.model import DeepModel
 from dgdm_tf.supervised import joint_svm as deep_svm
-from dgdm_tf.supervised import label_share
+from dgdm_tf.topdown import label_share
 from dgdm_tf.mcmc.checkpoint import CheckpointDir
 from dgdm_tf.topdown import refine
 from dgdm_tf.topdown.state import init_state, reconstruct, residual
