@@ -92,3 +92,29 @@ def test_draw_is_the_model_s_image_of_its_truth_with_classes_at_the_top():
         assert on_maps[y == c].any(axis=1).all()  # every image holds its class
     again = model_draws.draw(sh, on=0.3, noise=0.05, n=60, n_classes=3, maps_per_class=2, seed=4)
     np.testing.assert_array_equal(again["x"], x)
+
+
+@pytest.mark.slow
+def test_pretraining_recovers_layer_one_at_a_sparse_mnist_shaped_cell():
+    """docs/findings/recovery_grid.md, cell k12_c1_n0.05 (12 atoms of 8 x 8, pool 3, each
+    pixel under one atom on average, noise sd 0.05 of an image's range; 500 training
+    images, the config's 15 + 20 sweeps): layer 1's atoms recovered at 0.766 there
+    against 0.408 for random atoms, the residual at 1.11 x the noise. Held here at >= 0.70
+    and within 1.25 x. (At MNIST's density, 97 % of the blocks on, the same chain reads
+    0.487 against 0.400: not held, the page's open question.)"""
+    from dgdm_tf.core.random import seed_for
+    from dgdm_tf.pretrain.chain import run_pretrain_layer
+    from dgdm_tf.pretrain.options import Layer, PretrainOptions
+
+    shapes = model_draws.Shapes(k1=12, k2=20)
+    cseed = seed_for(0, "recovery", "k12_c1_n0.05")
+    data = model_draws.draw(shapes, on=model_draws.on_fraction("c1", shapes), noise=0.05, n=1000, seed=cseed)
+    x = data["x"][:500]
+    noise_rel = float(np.linalg.norm(x - data["clean"][:500]) / np.linalg.norm(x))
+    out = run_pretrain_layer(x, Layer(dict_size=8, n_dict=12, pool=3, index=0, n_layers=2),
+                             PretrainOptions(burn_in=15, collect=20), seed=seed_for(cseed, "pretrain", 1),
+                             progress=None)
+    got = recovery.atom_recovery(data["d"][0], out["D"])["mean"]
+    floor = recovery.random_atom_score(data["d"][0], out["D"].shape[-1], seed=seed_for(cseed, "random_atoms"))
+    assert got >= 0.70 and floor < 0.45, (got, floor)
+    assert out["trace"][-1]["rel_residual"] < 1.25 * noise_rel, (out["trace"][-1], noise_rel)
