@@ -173,7 +173,7 @@ def run_cell(k1, density, noise, a, say) -> dict:
     say(f"  drew {len(x)} images: {100 * data['on']:.1f} % of layer-1 blocks on, "
         f"{data['coverage']:.2f} atoms a pixel, noise ||E||/||X|| {noise_rel:.3f}")
     opts = PretrainOptions(burn_in=a.burn_in, collect=a.collect, prune_min_usage=a.prune,
-                           jit_compile=a.jit, start=RidgeStart() if a.start == "ridge" else None)
+                           jit_compile=a.jit, anneal_fraction=a.anneal, start=RidgeStart() if a.start == "ridge" else None)
     outs, h = [], x[tr]
     for l, (side, k, p) in enumerate([(shapes.d1, round(a.k1_start * k1), shapes.pool),
                                       (shapes.d2, round(a.k2_start * a.k2), 1)]):
@@ -187,6 +187,7 @@ def run_cell(k1, density, noise, a, say) -> dict:
     res = {"cell": cell_name(k1, density, noise), "k1": k1, "k2": a.k2, "density": density,
            "noise_sd": noise, "on_fraction": data["on"], "coverage": data["coverage"],
            "n_train": a.n_train, "n_test": a.n_test, "sweeps": [a.burn_in, a.collect],
+           "pretrain": {"start": a.start, "anneal_fraction": a.anneal, "k1_start": a.k1_start, "prune": a.prune},
            "k_learnt": [int(d.shape[-1]) for d in d_est], "noise_rel": noise_rel,
            "rel_residual": [float(o["trace"][-1]["rel_residual"]) for o in outs]}
     l1 = recovery.atom_recovery(data["d"][0], d_est[0], MAX_SHIFT)
@@ -262,14 +263,16 @@ def summarise(out: Path) -> list[dict]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 4))
+        traced = [c for c in cells if "traces" in c]
+        fig, axes = plt.subplots(1, 2 if traced else 1, figsize=(12 if traced else 7, 4), squeeze=False)
+        ax = axes[0, 0]
         for key, style in (("layer1", "o-"), ("sporco", "s--")):
-            pts = sorted((c["coverage"], c[key]["layer1"] if key == "sporco" else c[key]["mean"], c["noise_sd"])
+            pts = sorted((c["coverage"], c[key]["layer1"] if key == "sporco" else c[key]["mean"], c["noise_sd"], c["k1"])
                          for c in cells if key != "sporco" or "layer1" in c.get("sporco", {}))
-            for sd in sorted({p[2] for p in pts}):
-                xs = [p for p in pts if p[2] == sd]
+            for sd, k1 in sorted({p[2:] for p in pts}):
+                xs = [p for p in pts if p[2:] == (sd, k1)]
                 ax.plot([p[0] for p in xs], [p[1] for p in xs], style,
-                        label=f"{'dgdm' if key == 'layer1' else 'SPORCO'}, noise {sd:g}")
+                        label=f"{'dgdm' if key == 'layer1' else 'SPORCO'}, K1 {k1}, noise {sd:g}")
         rnd = sorted((c["coverage"], c["layer1"]["random"]) for c in cells)
         ax.plot([p[0] for p in rnd], [p[1] for p in rnd], "k:", label="random atoms")
         ax.set_xscale("log")
@@ -277,6 +280,17 @@ def summarise(out: Path) -> list[dict]:
         ax.set_ylabel("layer-1 atom recovery (NCC, shift <= 3)")
         ax.set_ylim(0, 1)
         ax.legend(fontsize=7)
+        if traced:
+            ax = axes[0, 1]
+            for i, c in enumerate(traced):
+                for key, style in (("workflow_start", "-"), ("truth_plus_noise", "--")):
+                    tr = c["traces"][key]
+                    ax.plot([r["sweep"] for r in tr], [r["layer1"] for r in tr], style, color=f"C{i}",
+                            label=f"{c['cell']}, {key.replace('_', ' ')}")
+            ax.set_xlabel("sweep of layer 1's chain")
+            ax.set_ylabel("layer-1 atom recovery")
+            ax.set_ylim(0, 1)
+            ax.legend(fontsize=6)
         fig.tight_layout()
         with atomic.atomic_path(out / "recovery_grid.png") as tmp:
             fig.savefig(tmp, format="png", dpi=110)
@@ -305,6 +319,8 @@ def main(argv=None):
     p.add_argument("--k1-start", type=float, default=1.0, help="layer 1 starts with this times K1 atoms")
     p.add_argument("--k2-start", type=float, default=1.0, help="layer 2 starts with this times K2 atoms")
     p.add_argument("--start", choices=("ridge", "off"), default="ridge")
+    p.add_argument("--anneal", type=float, default=0.0,
+                   help="anneal_fraction: the share of burn-in at a tempered likelihood (the config's 0)")
     p.add_argument("--jit", default="top", help="jit_compile of the chains (top, true, false)")
     p.add_argument("--feature-sweeps", type=int, default=5, help="burn-in and draws of the feature chains")
     p.add_argument("--svm-iters", type=int, default=50)
