@@ -66,6 +66,8 @@ from dgdm_tf.pretrain.ridge_start import RidgeStart, ridge_start  # noqa: E402
 from dgdm_tf.report import recovery  # noqa: E402
 from dgdm_tf.supervised.options import SvmOptions  # noqa: E402
 from dgdm_tf.supervised.svm_classifier import BayesianSVM  # noqa: E402
+from dgdm_tf.topdown.options import RefineOptions, Start  # noqa: E402
+from dgdm_tf.topdown.refine import run_refine  # noqa: E402
 
 MAX_SHIFT = 3
 
@@ -173,7 +175,8 @@ def run_cell(k1, density, noise, a, say) -> dict:
     say(f"  drew {len(x)} images: {100 * data['on']:.1f} % of layer-1 blocks on, "
         f"{data['coverage']:.2f} atoms a pixel, noise ||E||/||X|| {noise_rel:.3f}")
     opts = PretrainOptions(burn_in=a.burn_in, collect=a.collect, prune_min_usage=a.prune,
-                           jit_compile=a.jit, anneal_fraction=a.anneal, start=RidgeStart() if a.start == "ridge" else None)
+                           jit_compile=a.jit, anneal_fraction=a.anneal, scan=a.scan,
+                           start=RidgeStart() if a.start == "ridge" else None)
     outs, h = [], x[tr]
     for l, (side, k, p) in enumerate([(shapes.d1, round(a.k1_start * k1), shapes.pool),
                                       (shapes.d2, round(a.k2_start * a.k2), 1)]):
@@ -187,7 +190,8 @@ def run_cell(k1, density, noise, a, say) -> dict:
     res = {"cell": cell_name(k1, density, noise), "k1": k1, "k2": a.k2, "density": density,
            "noise_sd": noise, "on_fraction": data["on"], "coverage": data["coverage"],
            "n_train": a.n_train, "n_test": a.n_test, "sweeps": [a.burn_in, a.collect],
-           "pretrain": {"start": a.start, "anneal_fraction": a.anneal, "k1_start": a.k1_start, "prune": a.prune},
+           "pretrain": {"start": a.start, "scan": a.scan, "anneal_fraction": a.anneal, "k1_start": a.k1_start,
+                        "prune": a.prune},
            "k_learnt": [int(d.shape[-1]) for d in d_est], "noise_rel": noise_rel,
            "rel_residual": [float(o["trace"][-1]["rel_residual"]) for o in outs]}
     l1 = recovery.atom_recovery(data["d"][0], d_est[0], MAX_SHIFT)
@@ -203,6 +207,20 @@ def run_cell(k1, density, noise, a, say) -> dict:
         f"{res['top_code']['mean']:.3f} (shuffled {res['top_code']['shuffled']:.3f})")
     gws = [float(o["gamma_w"]) for o in outs]
     ges = [float(np.mean(o["gamma_e"])) for o in outs]
+    if a.refine_sweeps:  # the joint chain from the pretrained layers (the unsupervised row's)
+        ref = run_refine(x[tr], Start(d_est, shapes.layers(*res["k_learnt"]), gamma_e_init=ges[0],
+                                      gamma_s_init=gws[1]),
+                         RefineOptions(burn_in=a.refine_sweeps - a.refine_collect, collect=a.refine_collect),
+                         seed=seed_for(cseed, "refine"), progress=None)
+        d_ref = [np.asarray(v, np.float32) for v in ref["D"]]
+        res["refined"] = {"sweeps": a.refine_sweeps, "seconds": ref["seconds"],
+                          "layer1": recovery.atom_recovery(data["d"][0], d_ref[0], MAX_SHIFT)["mean"],
+                          "layer2": layer2_recovery(shapes, data["d"], d_ref, seed_for(cseed, "random_atoms", 2))["mean"],
+                          "top_code": recovery.code_recovery(data["s_top"][tr], ref["features"]),
+                          "rel_residual": float(ref["trace"][-1]["rel_residual"])}
+        say(f"  refined {a.refine_sweeps} sweeps: layer 1 {res['refined']['layer1']:.3f}, layer 2 "
+            f"{res['refined']['layer2']:.3f}, top code {res['refined']['top_code']:.3f}, rel. residual "
+            f"{res['refined']['rel_residual']:.3f}, {ref['seconds']:.0f} s")
     pre = Pretrained(d_est, [shapes.pool, 1], gws, ges)
     fopts = FeatureOptions(burn_in=a.feature_sweeps, collect=a.feature_sweeps, jit_compile=a.jit)
     feats = {
@@ -267,7 +285,8 @@ def summarise(out: Path) -> list[dict]:
         fig, axes = plt.subplots(1, 2 if traced else 1, figsize=(12 if traced else 7, 4), squeeze=False)
         ax = axes[0, 0]
         for key, style in (("layer1", "o-"), ("sporco", "s--")):
-            pts = sorted((c["coverage"], c[key]["layer1"] if key == "sporco" else c[key]["mean"], c["noise_sd"], c["k1"])
+            pts = sorted((c["coverage"], c[key]["layer1"] if key == "sporco" else c[key]["mean"],
+                          c["noise_sd"], c["k1"])
                          for c in cells if key != "sporco" or "layer1" in c.get("sporco", {}))
             for sd, k1 in sorted({p[2:] for p in pts}):
                 xs = [p for p in pts if p[2:] == (sd, k1)]
@@ -319,6 +338,7 @@ def main(argv=None):
     p.add_argument("--k1-start", type=float, default=1.0, help="layer 1 starts with this times K1 atoms")
     p.add_argument("--k2-start", type=float, default=1.0, help="layer 2 starts with this times K2 atoms")
     p.add_argument("--start", choices=("ridge", "off"), default="ridge")
+    p.add_argument("--scan", choices=("random", "fixed"), default="random", help="the chains' scan order")
     p.add_argument("--anneal", type=float, default=0.0,
                    help="anneal_fraction: the share of burn-in at a tempered likelihood (the config's 0)")
     p.add_argument("--jit", default="top", help="jit_compile of the chains (top, true, false)")
@@ -328,6 +348,9 @@ def main(argv=None):
     p.add_argument("--sporco-images", type=int, default=200)
     p.add_argument("--sporco-iters", type=int, default=100)
     p.add_argument("--sporco-lambda", type=float, default=0.1)
+    p.add_argument("--refine-sweeps", type=int, default=0,
+                   help="also run the joint (top-down) chain this many sweeps from the pretrained layers")
+    p.add_argument("--refine-collect", type=int, default=5, help="of those, the draws averaged")
     p.add_argument("--true-start", action="store_true", help="also trace layer 1 from the true atoms")
     p.add_argument("--true-start-noise", type=float, default=0.3, help="noise added, a fraction of an atom's norm")
     p.add_argument("--trace-images", type=int, default=300)
@@ -340,7 +363,9 @@ def main(argv=None):
     if a.smoke:
         a.k1, a.densities, a.noise, a.k2, a.classes = [4], ["c1"], [0.05], 4, 2
         a.n_train, a.n_test, a.burn_in, a.collect, a.feature_sweeps, a.svm_iters = 24, 16, 2, 1, 1, 3
-        a.jit, a.sporco_images, a.sporco_iters, a.trace_images, a.trace_sweeps, a.trace_every = False, 8, 2, 8, 2, 1
+        a.jit, a.sporco_images, a.sporco_iters = False, 8, 2
+        a.trace_images, a.trace_sweeps, a.trace_every = 8, 2, 1
+        a.refine_sweeps, a.refine_collect = min(a.refine_sweeps, 2), 1
     cells = grid(a)
     if a.list:
         for i, c in enumerate(cells):
