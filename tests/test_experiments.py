@@ -317,10 +317,11 @@ def test_grappler_cost():
 
 
 def test_recovery_grid(tmp_path, capsys):
-    """One tiny cell: every figure in range, the true start above the workflow's, the
-    cell's file skipped on a rerun, the summary and the figure written."""
+    """One tiny cell: every figure in range, the true starts (layer 1's chain, the joint
+    chain) above the workflow's, the cell's file skipped on a rerun, the summary and the
+    figure written."""
     probe = load_probe(EXPERIMENTS / "recovery" / "recovery_grid.py")
-    args = ["--smoke", "--out", str(tmp_path), "--true-start"]
+    args = ["--smoke", "--out", str(tmp_path), "--true-start", "--refine-sweeps", "2", "--refine-truth"]
     (cell,) = probe.main(args)
     assert cell["cell"] == "k4_c1_n0.05" and cell["k_learnt"][0] <= 4
     for key in ("layer1", "layer2"):
@@ -330,6 +331,9 @@ def test_recovery_grid(tmp_path, capsys):
     assert set(cell["test_error_pct"]) == {"pixels", "pretrained", "block_posterior", "encoder"}
     assert all(0 <= e <= 100 for e in cell["test_error_pct"].values())
     assert "skipped" in cell["sporco"] or 0 < cell["sporco"]["layer1"] <= 1
+    for key in ("refined", "refined_from_truth"):
+        assert cell[key]["sweeps"] == 2 and 0 < cell[key]["layer1"] <= 1 and 0 < cell[key]["rel_residual"]
+    assert cell["refined_from_truth"]["layer1"] > cell["refined"]["layer1"]
     tr = cell["traces"]
     assert [r["sweep"] for r in tr["truth_plus_noise"]] == [0, 1, 2]
     assert tr["truth_plus_noise"][0]["layer1"] > 0.85 > tr["workflow_start"][0]["layer1"]

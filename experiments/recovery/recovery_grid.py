@@ -208,19 +208,22 @@ def run_cell(k1, density, noise, a, say) -> dict:
     gws = [float(o["gamma_w"]) for o in outs]
     ges = [float(np.mean(o["gamma_e"])) for o in outs]
     if a.refine_sweeps:  # the joint chain from the pretrained layers (the unsupervised row's)
-        ref = run_refine(x[tr], Start(d_est, shapes.layers(*res["k_learnt"]), gamma_e_init=ges[0],
-                                      gamma_s_init=gws[1]),
-                         RefineOptions(burn_in=a.refine_sweeps - a.refine_collect, collect=a.refine_collect),
-                         seed=seed_for(cseed, "refine"), progress=None)
-        d_ref = [np.asarray(v, np.float32) for v in ref["D"]]
-        res["refined"] = {"sweeps": a.refine_sweeps, "seconds": ref["seconds"],
-                          "layer1": recovery.atom_recovery(data["d"][0], d_ref[0], MAX_SHIFT)["mean"],
-                          "layer2": layer2_recovery(shapes, data["d"], d_ref, seed_for(cseed, "random_atoms", 2))["mean"],
-                          "top_code": recovery.code_recovery(data["s_top"][tr], ref["features"]),
-                          "rel_residual": float(ref["trace"][-1]["rel_residual"])}
-        say(f"  refined {a.refine_sweeps} sweeps: layer 1 {res['refined']['layer1']:.3f}, layer 2 "
-            f"{res['refined']['layer2']:.3f}, top code {res['refined']['top_code']:.3f}, rel. residual "
-            f"{res['refined']['rel_residual']:.3f}, {ref['seconds']:.0f} s")
+        starts = {"refined": (d_est, shapes.layers(*res["k_learnt"]), ges[0], gws[1])}
+        if a.refine_truth:  # and from the truth: does the joint posterior hold it?
+            starts["refined_from_truth"] = (data["d"], shapes.layers(), 1.0 / noise ** 2, 1.0)
+        for key, (d0, layers, ge0, gs0) in starts.items():
+            ref = run_refine(x[tr], Start(d0, layers, gamma_e_init=ge0, gamma_s_init=gs0),
+                             RefineOptions(burn_in=a.refine_sweeps - a.refine_collect, collect=a.refine_collect),
+                             seed=seed_for(cseed, "refine"), progress=None)
+            d_ref = [np.asarray(v, np.float32) for v in ref["D"]]
+            res[key] = r = {
+                "sweeps": a.refine_sweeps, "seconds": ref["seconds"],
+                "layer1": recovery.atom_recovery(data["d"][0], d_ref[0], MAX_SHIFT)["mean"],
+                "layer2": layer2_recovery(shapes, data["d"], d_ref, seed_for(cseed, "random_atoms", 2))["mean"],
+                "top_code": recovery.code_recovery(data["s_top"][tr], ref["features"]),
+                "rel_residual": float(ref["trace"][-1]["rel_residual"])}
+            say(f"  {key} {a.refine_sweeps} sweeps: layer 1 {r['layer1']:.3f}, layer 2 {r['layer2']:.3f}, "
+                f"top code {r['top_code']:.3f}, rel. residual {r['rel_residual']:.3f}, {ref['seconds']:.0f} s")
     pre = Pretrained(d_est, [shapes.pool, 1], gws, ges)
     fopts = FeatureOptions(burn_in=a.feature_sweeps, collect=a.feature_sweeps, jit_compile=a.jit)
     feats = {
@@ -350,6 +353,8 @@ def main(argv=None):
     p.add_argument("--sporco-lambda", type=float, default=0.1)
     p.add_argument("--refine-sweeps", type=int, default=0,
                    help="also run the joint (top-down) chain this many sweeps from the pretrained layers")
+    p.add_argument("--refine-truth", action="store_true",
+                   help="with --refine-sweeps, also run the joint chain from the true dictionaries")
     p.add_argument("--refine-collect", type=int, default=5, help="of those, the draws averaged")
     p.add_argument("--true-start", action="store_true", help="also trace layer 1 from the true atoms")
     p.add_argument("--true-start-noise", type=float, default=0.3, help="noise added, a fraction of an atom's norm")
