@@ -26,7 +26,11 @@ the config's pretraining settings but the chain length), and reports:
   when sporco is missing);
 * with ``--true-start``: layer 1's chain started at the true atoms plus noise beside the
   same chain from the workflow's start (patches, then the ridge start), recovery and
-  residual traced every few sweeps: "cannot find it" against "does not stay there".
+  residual traced every few sweeps: "cannot find it" against "does not stay there";
+* with ``--refine-sweeps N``: the joint (refinement) chain, N sweeps from the pretrained
+  layers (:func:`dgdm_tf.topdown.refine.run_refine`), its dictionaries, top code and
+  residual scored as above; ``--refine-truth`` also runs it from the true dictionaries
+  (gamma_e starting at 1 / noise sd^2, gamma_s at 1).
 
 One JSON a cell, OUT/cells/<cell>.json, written atomically and skipped when present (a
 rerun resumes the grid); ``--cells`` picks cells by name or index (``--list`` prints
