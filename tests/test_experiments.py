@@ -316,6 +316,49 @@ def test_grappler_cost():
     assert float(first) > 0 and float(later) > 0 and np.isfinite(float(check))
 
 
+def test_recovery_grid(tmp_path, capsys):
+    """One tiny cell: every figure in range, the true starts (layer 1's chain, the joint
+    chain) above the workflow's, the cell's file skipped on a rerun, the summary and the
+    figure written."""
+    probe = load_probe(EXPERIMENTS / "recovery" / "recovery_grid.py")
+    args = ["--smoke", "--out", str(tmp_path), "--true-start", "--refine-sweeps", "2", "--refine-truth"]
+    (cell,) = probe.main(args)
+    assert cell["cell"] == "k4_c1_n0.05" and cell["k_learnt"][0] <= 4
+    for key in ("layer1", "layer2"):
+        assert 0 < cell[key]["random"] <= 1 and 0 < cell[key]["mean"] <= 1
+    assert 0 <= cell["top_code"]["shuffled"] <= 1 and 0 <= cell["top_code"]["mean"] <= 1
+    assert 0 < cell["noise_rel"] < 1 and len(cell["rel_residual"]) == 2
+    assert set(cell["test_error_pct"]) == {"pixels", "pretrained", "block_posterior", "encoder"}
+    assert all(0 <= e <= 100 for e in cell["test_error_pct"].values())
+    assert "skipped" in cell["sporco"] or 0 < cell["sporco"]["layer1"] <= 1
+    for key in ("refined", "refined_from_truth"):
+        assert cell[key]["sweeps"] == 2 and 0 < cell[key]["layer1"] <= 1 and 0 < cell[key]["rel_residual"]
+    assert cell["refined_from_truth"]["layer1"] > cell["refined"]["layer1"]
+    tr = cell["traces"]
+    assert [r["sweep"] for r in tr["truth_plus_noise"]] == [0, 1, 2]
+    assert tr["truth_plus_noise"][0]["layer1"] > 0.85 > tr["workflow_start"][0]["layer1"]
+    assert (tmp_path / "recovery_grid.png").is_file()
+    assert "| k4_c1_n0.05 |" in (tmp_path / "summary.md").read_text()
+    capsys.readouterr()
+    probe.main(args)
+    assert "k4_c1_n0.05: present, skipped" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no cell"):
+        probe.main(args + ["--cells", "k9_c1_n0.05"])
+
+
+def test_recovery_grid_skips_the_anchor_without_sporco(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    probe = load_probe(EXPERIMENTS / "recovery" / "recovery_grid.py")
+    for name in ("sporco", "sporco.dictlrn", "sporco.dictlrn.cbpdndl"):  # import: ImportError
+        monkeypatch.setitem(sys.modules, name, None)
+    said = []
+    got = probe.sporco_anchor(np.zeros((2, 28, 28, 1)), np.zeros((8, 8, 1, 3)), 3,
+                              SimpleNamespace(seed=0), said.append)
+    assert got == {"skipped": "sporco not installed"} and "pip install -e .[recovery]" in said[0]
+
+
 #: each probe's smoke-run test above (a new probe needs one)
 def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
     """Blocks of `every` sweeps and a last short one; a chain resumed at its checkpoint
@@ -565,5 +608,6 @@ SMOKE_RUNS = {
     "mixing/x_next_rank.py": test_x_next_rank,
     "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
     "tracing/grappler_cost.py": test_grappler_cost,
+    "recovery/recovery_grid.py": test_recovery_grid,
 }
 
