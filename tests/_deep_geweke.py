@@ -3,6 +3,8 @@ successive-conditional chains, those chains run on the unsupervised sweep (share
 the top-down, supervised and pretraining tests), and a known-wrong gamma_s conditional
 that shows a test's power."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -133,3 +135,10 @@ def gamma_s_without_off_weights(state: DeepState, x, model: DeepModel, seed) -> 
     m = float(model.top.hs * model.top.ws)
     rate = h.b_w + 0.5 * tf.reduce_sum(tf.square(state.s_top), axis=[1, 2])
     return state._replace(gamma_s=tf.random.stateless_gamma(tf.shape(rate), seed, alpha=h.a_w + 0.5 * m) / rate)
+
+
+def power_size(small: tuple, slow: tuple) -> tuple:
+    """The size a wrong-conditional test runs at: the default tier's (``small``), or the
+    slow tier's (``slow``) with ``GEWEKE_POWER_AT=slow``, which measures the power
+    docs/findings/geweke_power.md states for the slow tier's tests."""
+    return slow if os.environ.get("GEWEKE_POWER_AT") == "slow" else small

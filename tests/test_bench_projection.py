@@ -116,3 +116,24 @@ def test_projection_section_sums_rows_and_datasets():
     line = next(l for l in md.splitlines() if "all rows" in l)
     assert [c.strip() for c in line.strip("|").split("|")][2:6] == ["72.00", "3.00", "3.00", "0.125"]
     assert "d 10x" in md and "cnn: the baseline" in md
+
+
+def test_measured_topdown_rows_are_taken_in_place_of_a_second_measurement(monkeypatch):
+    """The workflow's projection takes benchmark_refine's rows of the four top-down kernels
+    when it measured the same model at the same batch; it measures nothing of them again,
+    and says where each figure comes from. A set that lacks one of them is refused."""
+    layers = [{"dict_size": 3, "n_dict": 3, "pool": 2}, {"dict_size": 2, "n_dict": 4, "pool": 1}]
+
+    def measured_again(*a, **k):
+        raise AssertionError("the top-down kernels were measured again")
+
+    monkeypatch.setattr(P, "benchmark_refine", measured_again)
+    rows = [{"step": k, "seconds": 0.01 * (i + 1), "batch_size": 2} for i, k in enumerate(P.TOPDOWN_KERNELS)]
+    kw = dict(batch_size=2, pretrain_batch_size=4, svm_images=[10, 20], n_classes=10, sweeps=1, seed=0,
+              n_leapfrog=3, power_iterations=2, progress=lambda m: None)
+    kernels, _ = P.measure_kernels((12, 12, 1), layers, topdown_rows=rows, **kw)
+    for i, k in enumerate(P.TOPDOWN_KERNELS):
+        assert kernels[k]["b"] == pytest.approx(0.01 * (i + 1) / 2)
+        assert kernels[k]["measured_at"] == "batch 2, benchmark_refine's"
+    with pytest.raises(ValueError, match="not one row of each"):
+        P.measure_kernels((12, 12, 1), layers, topdown_rows=rows[1:], **kw)

@@ -389,6 +389,41 @@ def test_chain_length_snapshots_are_rewritten_the_same_on_resume(tmp_path):
     assert not (tmp_path / "sweeps_0003-0003.npz").exists()
 
 
+def test_chain_length_snapshots_survive_a_stop_between_blocks(tmp_path):
+    """A chain stopped after sweep 4 of blocks of 3 (SIGTERM: its checkpoint at 4) keeps
+    sweep 4 and resumes at 5; one killed at 4 with its checkpoint at 3 redraws 4 and
+    reads each sweep once; a sweep lost by an older version's kill is refused only by
+    the windows that need it."""
+    from types import SimpleNamespace
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+
+    def state(t):
+        return (SimpleNamespace(d=[np.full((2, 2), t, np.float32)], gamma_s=np.full((3, 1), 1.0),
+                                gamma_e=np.array([t, t]), on=np.ones((3, 1, 1, 2))), None, [])
+
+    rec = probe.Snapshots(tmp_path, every=3, total=6)
+    for t in range(4):  # stopped after sweep 4
+        rec(t, state(t))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweeps_0001-0003.npz", "sweeps_0004-0004.npz"]
+    rec = probe.Snapshots(tmp_path, every=3, total=6)  # resumed at its checkpoint, sweep 4
+    for t in range(4, 6):
+        rec(t, state(t))
+    snaps = probe.load_snapshots(tmp_path)
+    assert list(snaps["sweep"]) == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_array_equal(snaps["gamma_e_mean"], [0, 1, 2, 3, 4, 5])
+    rec = probe.Snapshots(tmp_path, every=3, total=6)  # killed at 6, checkpoint at 3: 4, 5 redrawn
+    rec(3, state(3))
+    rec(4, state(4))
+    assert (tmp_path / "sweeps_0004-0005.npz").exists() and not (tmp_path / "sweeps_0004-0004.npz").exists()
+    assert list(probe.load_snapshots(tmp_path)["sweep"]) == [1, 2, 3, 4, 5, 6]
+    (tmp_path / "sweeps_0001-0003.npz").unlink()  # sweeps 1..3 lost
+    snaps = probe.load_snapshots(tmp_path)
+    assert probe.model_at(snaps, 6, 1 / 3)["sweeps"] == [5, 6]
+    with pytest.raises(SystemExit, match=r"lack \[3\]"):
+        probe.model_at(snaps, 6, 2 / 3)
+
+
 def test_chain_length_mixing_reads_chains_together(tmp_path):
     """Two stationary chains read as settled with R-hat near 1; a trending scalar as drifting;
     chains of different burn-in are refused."""

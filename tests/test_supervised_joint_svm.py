@@ -18,7 +18,7 @@ from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.topdown.sweep import make_sweep_fn
 from dgdm_tf.supervised import svm_gibbs as S
 from dgdm_tf.core.model import DeepModel
-from _deep_geweke import GEWEKE_HYPER, forward_draws, joint_stats, geweke_chains, redraw_x
+from _deep_geweke import GEWEKE_HYPER, forward_draws, joint_stats, geweke_chains, power_size, redraw_x
 from _labelled_toy import LAYERS, labelled_data
 
 # gamma small and a unit-variance bias keep the forward sampler's acceptance near 0.36
@@ -86,15 +86,16 @@ def _geweke_supervised(chains, steps, seed):
 @pytest.mark.slow
 def test_geweke_supervised_sweep():
     """Successive-conditional simulation of the supervised model from exact joint draws
-    keeps the joint (|z| < 4; 75 independent chains of 20 sweeps, paired with their
+    keeps the joint (|z| < 4; SLOW: 75 independent chains of 6 sweeps, paired with their
     starts: :func:`_geweke_supervised`) on the deep model's test functions and on beta,
     kappa, omega, lambda and the margins y beta^T s (which couple the SVM to S[L])."""
-    z = _geweke_supervised(75, 20, 5)
+    z = _geweke_supervised(*SLOW)
     assert np.all(np.abs(z) < 4.0), z
 
 
-# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
-SMALL = (30, 4, 5)
+# The default tier's size and the slow tier's (docs/findings/geweke_power.md): chains,
+# sweeps, seed
+SMALL, SLOW = (30, 4, 5), (75, 6, 5)
 
 
 def test_geweke_supervised_sweep_small():
@@ -120,7 +121,8 @@ def test_geweke_supervised_finds_a_wrong_conditional(monkeypatch):
                                          dtype=S.DTYPE) / rate
 
     monkeypatch.setattr(S, "resample_kappa", wrong)  # as resample_svm calls it
-    z = _geweke_supervised(*SMALL)
+    z = _geweke_supervised(*power_size(SMALL, SLOW))
+    print(f"z: {np.round(z, 2).tolist()}")
     assert z[19] > 5.0, z  # log kappa[0], after the 17 deep-model functions and 2 of beta
 
 

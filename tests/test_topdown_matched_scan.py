@@ -15,7 +15,7 @@ from dgdm_tf.topdown.options import Start, TopdownOptions
 from dgdm_tf.topdown.state import init_state
 from dgdm_tf.topdown.top_units import matched_order, resample_top
 from dgdm_tf.topdown import sweep as topdown_sweep
-from _deep_geweke import GEWEKE_HYPER, gamma_s_without_off_weights, geweke_sweep
+from _deep_geweke import GEWEKE_HYPER, gamma_s_without_off_weights, geweke_sweep, power_size
 
 LAYERS = [{"dict_size": 5, "n_dict": 4, "pool": 2}, {"dict_size": 3, "n_dict": 5, "pool": 1}]
 
@@ -35,8 +35,9 @@ def _draw(n, seed=0):
     return model, d, (x + 0.05 * rng.normal(size=x.shape)).astype(np.float32)
 
 
-# The default tier's size (docs/findings/geweke_power.md): chains, sweeps, seed
-SMALL = (30, 4, 17)
+# The default tier's size and the slow tier's (docs/findings/geweke_power.md): chains,
+# sweeps, seed
+SMALL, SLOW = (30, 4, 17), (60, 6, 17)
 
 
 def _matched_geweke(chains, steps, seed):
@@ -49,10 +50,10 @@ def _matched_geweke(chains, steps, seed):
 
 @pytest.mark.slow
 def test_geweke_two_layers_matched_scan():
-    """The sweep with the matched scan keeps the joint (|z| < 4, 60 chains of 20 sweeps,
-    the test functions of the other scans' Geweke tests): an order that depends on X, Z
-    and D only, none of which the top units' step updates, is an exact scan."""
-    z, acc = _matched_geweke(60, 20, 17)
+    """The sweep with the matched scan keeps the joint (|z| < 4, SLOW: 60 chains of 6
+    sweeps, the test functions of the other scans' Geweke tests): an order that depends
+    on X, Z and D only, none of which the top units' step updates, is an exact scan."""
+    z, acc = _matched_geweke(*SLOW)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
 
@@ -73,7 +74,8 @@ def test_geweke_matched_scan_finds_a_wrong_conditional(monkeypatch):
     (:func:`_deep_geweke.gamma_s_without_off_weights`) in the matched-scan sweep puts
     the mean of log gamma_s outside |z| < 4 at the same size."""
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
-    z, _ = _matched_geweke(*SMALL)
+    z, _ = _matched_geweke(*power_size(SMALL, SLOW))
+    print(f"z: {np.round(z, 2).tolist()}")
     assert z[4] > 5.0, z  # mean log gamma_s
 
 

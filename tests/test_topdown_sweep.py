@@ -19,22 +19,26 @@ from dgdm_tf.topdown.top_units import resample_top, top_unit_images
 from dgdm_tf.topdown.unpooling import resample_z
 from dgdm_tf.core.compiled import compiled
 from dgdm_tf.core.model import DeepModel
-from _deep_geweke import GEWEKE_HYPER, forward_draws, gamma_s_without_off_weights, geweke_sweep
+from _deep_geweke import (GEWEKE_HYPER, forward_draws, gamma_s_without_off_weights, geweke_sweep,
+                          power_size)
 
 # The default tier's Geweke sizes, (chains, sweeps, seed); each one's power, a known-wrong
 # conditional's z at that size, is measured in docs/findings/geweke_power.md
 SMALL_TWO, SMALL_GLOBAL, SMALL_CHUNKED, SMALL_THREE = (40, 4, 11), (30, 4, 12), (30, 4, 13), (30, 4, 12)
+# The slow tier's, with theirs (GEWEKE_POWER_AT=slow runs the wrong conditionals at them)
+SLOW_TWO, SLOW_CHUNKED, SLOW_THREE = (100, 6, 11), (60, 6, 13), (100, 6, 12)
 
 
 @pytest.mark.slow
 def test_geweke_two_layers():
-    """Successive-conditional simulation keeps the joint (|z| < 4: 100 chains of 20
-    sweeps) on test functions of D[0], D[1], gamma_e, gamma_s, the top units and pi, the
+    """Successive-conditional simulation keeps the joint (|z| < 4: SLOW_TWO, 100 chains
+    of 6 sweeps) on test functions of D[0], D[1], gamma_e, gamma_s, the top units and pi, the
     unpooling states and theta, and data-parameter cross terms. Partial edge blocks,
     C = 2 channels."""
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    z, acc = geweke_sweep(model, n=2, chains=100, steps=20, seed=11)
+    chains, steps, seed = SLOW_TWO
+    z, acc = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
     assert acc[1] > 0.3, acc  # the HMC kernel moves
     assert np.all(np.abs(z) < 4.0), z
 
@@ -59,8 +63,9 @@ def test_geweke_finds_a_wrong_conditional(monkeypatch):
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)  # as the sweep calls it
     model = DeepModel((7, 8, 2), [{"dict_size": 2, "n_dict": 2, "pool": 2},
                                   {"dict_size": 2, "n_dict": 2, "pool": 1}], GEWEKE_HYPER)
-    chains, steps, seed = SMALL_TWO
+    chains, steps, seed = power_size(SMALL_TWO, SLOW_TWO)
     z, _ = geweke_sweep(model, n=2, chains=chains, steps=steps, seed=seed)
+    print(f"z at {chains} x {steps}: {np.round(z, 2).tolist()}")
     assert z[4] > 5.0, z  # mean log gamma_s
 
 
@@ -156,10 +161,10 @@ def _chunked(chains, steps, seed):
 @pytest.mark.slow
 def test_geweke_two_layers_chunked():
     """The chunked sweep (per-image steps a chunk at a time, globals on all images) keeps
-    the joint: 3 images in chunks of 2 and 1, the same test functions, |z| < 4 (60 chains
-    of 20 sweeps: the unchunked sweep has its own test above; this one checks what
-    chunking adds)."""
-    z, acc = _chunked(60, 20, 13)
+    the joint: 3 images in chunks of 2 and 1, the same test functions, |z| < 4
+    (SLOW_CHUNKED, 60 chains of 6 sweeps: the unchunked sweep has its own test above; this
+    one checks what chunking adds)."""
+    z, acc = _chunked(*SLOW_CHUNKED)
     assert acc[1] > 0.3, acc
     assert np.all(np.abs(z) < 4.0), z
 
@@ -180,15 +185,17 @@ def test_geweke_chunked_finds_a_wrong_conditional(monkeypatch):
     (:func:`_deep_geweke.gamma_s_without_off_weights`), patched into the chunked
     sweep's global steps, puts the mean of log gamma_s outside |z| < 4 at the same size."""
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
-    z, _ = _chunked(*SMALL_CHUNKED)
+    z, _ = _chunked(*power_size(SMALL_CHUNKED, SLOW_CHUNKED))
+    print(f"z: {np.round(z, 2).tolist()}")
     assert z[4] > 5.0, z  # mean log gamma_s
 
 
 @pytest.mark.slow
 def test_geweke_three_layers():
-    """As above for three layers (100 chains of 20 sweeps): the windowed paths of the
-    middle layer's blocks and of the top units, and HMC of D[1] and D[2]."""
-    z, acc = geweke_sweep(_three_layers(), n=2, chains=100, steps=20, seed=12)
+    """As above for three layers (SLOW_THREE, 100 chains of 6 sweeps): the windowed paths
+    of the middle layer's blocks and of the top units, and HMC of D[1] and D[2]."""
+    chains, steps, seed = SLOW_THREE
+    z, acc = geweke_sweep(_three_layers(), n=2, chains=chains, steps=steps, seed=seed)
     assert np.all(acc[1:] > 0.3), acc
     assert np.all(np.abs(z) < 4.0), z
 
@@ -217,8 +224,9 @@ def test_geweke_three_layers_finds_a_wrong_conditional(monkeypatch):
     outside |z| < 4 at the same size. (A flat Dir(1) prior in theta's draw, a subtler
     slip, stays below it there: docs/findings/geweke_power.md.)"""
     monkeypatch.setattr(topdown_sweep, "resample_gamma_s", gamma_s_without_off_weights)
-    chains, steps, seed = SMALL_THREE
+    chains, steps, seed = power_size(SMALL_THREE, SLOW_THREE)
     z, _ = geweke_sweep(_three_layers(), n=2, chains=chains, steps=steps, seed=seed)
+    print(f"z at {chains} x {steps}: {np.round(z, 2).tolist()}")
     assert z[4] > 5.0, z  # mean log gamma_s
 
 

@@ -4,8 +4,10 @@ scheduler and its running job, as a pre-empted node loses both) at random moment
 followed by what the README says to do after a hard kill (``snakemake --unlock``, then
 the same target with ``--rerun-incomplete``); at the end every file under
 ``results/`` is the uninterrupted run's (``tiny_run``), bit for bit, timings aside
-(experiments/determinism/compare_results.py). Slow tier: it runs the tiny config again,
-plus the work each kill throws away."""
+(experiments/determinism/compare_results.py). It is also the suite's test of bitwise
+repetition: two runs of one config and seed, every rule's files compared (pretraining,
+refinement, the Gibbs rows, inpainting; an inpainting seed off by a process's id fails
+it). Slow tier: it runs the tiny config again, plus the work each kill throws away."""
 
 from __future__ import annotations
 

@@ -130,9 +130,10 @@ def pretrained(results: Path, n_layers: int) -> list:
 
 class Snapshots:
     """run_refine's ``on_step``: each sweep's dictionaries, gamma_s, mean gamma_e, top-unit
-    usage and (with the SVM) beta, written every ``every`` sweeps and at ``total`` as one
-    block; the SVM's standardisation once (svm.npz). A chain started afresh (t == 0)
-    clears the folder's older blocks."""
+    usage and (with the SVM) beta, in blocks of ``every`` sweeps; the SVM's standardisation
+    once (svm.npz). The open block is rewritten after every sweep (``sweeps_<a>-<t>.npz``,
+    the one before it removed), so a chain stopped between its checkpoints (SIGTERM, a kill)
+    loses no sweep it has checkpointed. A chain started afresh (t == 0) clears the folder."""
 
     def __init__(self, folder: Path, every: int, total: int):
         self.folder, self.every, self.total, self.rows = Path(folder), every, total, []
@@ -152,23 +153,33 @@ class Snapshots:
             if not (self.folder / "svm.npz").exists():
                 atomic.save_npz(self.folder / "svm.npz", mean=np.asarray(svm.mean), std=np.asarray(svm.std))
         self.rows.append((t + 1, rec))
+        first = self.rows[0][0]
+        arrays = {k: np.stack([r[k] for _, r in self.rows]) for k in self.rows[0][1]}
+        atomic.save_npz(self.folder / f"sweeps_{first:04d}-{t + 1:04d}.npz",
+                        sweep=np.array([s for s, _ in self.rows]), **arrays)
+        if len(self.rows) > 1:  # the same block one sweep shorter
+            (self.folder / f"sweeps_{first:04d}-{t:04d}.npz").unlink(missing_ok=True)
         if (t + 1) % self.every == 0 or t + 1 == self.total:
-            first = self.rows[0][0]
-            arrays = {k: np.stack([r[k] for _, r in self.rows]) for k in self.rows[0][1]}
-            atomic.save_npz(self.folder / f"sweeps_{first:04d}-{t + 1:04d}.npz",
-                            sweep=np.array([s for s, _ in self.rows]), **arrays)
             self.rows = []
 
 
 def load_snapshots(folder: Path) -> dict:
-    """Every recorded sweep's arrays stacked in sweep order ('sweep' 1..n), and 'svm'."""
+    """Every recorded sweep's arrays stacked in sweep order, 'sweep' their numbers, and
+    'svm'. A sweep in two blocks (a chain resumed from a checkpoint older than its last
+    block) is taken from the later block, which redrew it from the same seeds. Sweeps
+    missing (a chain of an older version killed between blocks) are left out:
+    :func:`model_at` refuses a window that needs them."""
     blocks = sorted(Path(folder).glob("sweeps_*.npz"))
     if not blocks:
         raise SystemExit(f"no snapshots in {folder}: run `chain_length.py run` first")
-    parts = [dict(np.load(b)) for b in blocks]
-    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    if not np.array_equal(out["sweep"], np.arange(1, len(out["sweep"]) + 1)):
-        raise SystemExit(f"the snapshots in {folder} are not sweeps 1..n: {out['sweep'][:5]}...")
+    rows = {}
+    for b in blocks:  # by first sweep: a resumed chain's blocks come after the older ones
+        with np.load(b) as z:
+            part = {k: z[k] for k in z.files}
+        for i, s in enumerate(part["sweep"]):
+            rows[int(s)] = {k: v[i] for k, v in part.items()}
+    order = sorted(rows)
+    out = {k: np.stack([rows[s][k] for s in order]) for k in rows[order[0]]}
     svm = Path(folder) / "svm.npz"
     out["svm"] = dict(np.load(svm)) if svm.exists() else None
     return out
@@ -181,16 +192,23 @@ def window(length: int, frac: float) -> range:
 
 def model_at(snaps: dict, length: int, frac: float) -> dict:
     """The mean of the snapshots over :func:`window` (float64 sums, then float32)."""
-    if length > len(snaps["sweep"]):
-        raise SystemExit(f"the chain has {len(snaps['sweep'])} sweeps recorded, not {length}")
-    sel = np.asarray(window(length, frac)) - 1
+    sweeps = [int(s) for s in snaps["sweep"]]
+    if length > max(sweeps):
+        raise SystemExit(f"the chain has {max(sweeps)} sweeps recorded, not {length}")
+    want = list(window(length, frac))
+    pos = {s: i for i, s in enumerate(sweeps)}
+    missing = [s for s in want if s not in pos]
+    if missing:
+        raise SystemExit(f"the model at sweep {length} averages sweeps {want[0]}..{want[-1]}, and "
+                         f"the snapshots lack {missing[:5]}: read another length, or rerun the chain")
+    sel = np.array([pos[s] for s in want])
     m = {k: v[sel].astype(np.float64).mean(axis=0) for k, v in snaps.items()
          if k not in ("sweep", "svm")}
     n_layers = sum(k.startswith("d") and k[1:].isdigit() for k in m)
     return {"D": [m[f"d{l}"].astype(np.float32) for l in range(n_layers)],
             "gamma_s": float(m["gamma_s"]), "gamma_e_mean": float(m["gamma_e_mean"]),
             "on_rate": m["on_rate"], "beta": m.get("beta"),
-            "sweeps": [int(sel[0]) + 1, int(sel[-1]) + 1]}
+            "sweeps": [want[0], want[-1]]}
 
 
 # --- run --------------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ rule benchmark_projection:
     machine, a GPU and a cluster of nodes (dgdm_tf.bench.cluster)."""
     input:
         config=config["benchmark"]["projection"]["config"],
+        # the top-down kernels measured there are taken where the shapes and settings match
+        refine="results/benchmarks/refine.csv",
     output:
         projection="results/benchmarks/projection.csv",
         cluster="results/benchmarks/cluster.csv",
@@ -132,6 +134,9 @@ rule benchmark_projection:
         schema=str(Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"),
         sweeps=config["benchmark"]["sweeps"],
         seed=config["seed"],
+        refine_measured=lambda wc: {"layers": benchmark_params(wc)["layers"], "hyper": config["hyper"],
+                                    "n_leapfrog": ds_cfg(benchmark_dataset())["refine"]["n_leapfrog"],
+                                    "power_iterations": ds_cfg(benchmark_dataset())["refine"]["power_iterations"]},
     log:
         "results/logs/benchmark_projection/benchmark_projection.log",
     benchmark:

@@ -6,6 +6,7 @@ from _common import machine_rows_csv, plain, progress, start
 
 start(snakemake, tensorflow=True)
 
+import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 from snakemake.utils import validate  # noqa: E402
 
@@ -24,6 +25,22 @@ else:
     loopback = {"latency_s": 0.0, "bytes_per_s": float("inf"), "sizes": [], "workers": 0}
 latency, bytes_per_s = cluster.combined_link(loopback, network_latency_s=float(ccfg["network_latency_s"]),
                                              network_gbit_s=float(ccfg["network_gbit_s"]))
+refine_rows = pd.read_csv(snakemake.input.refine).to_dict("records")
+done = plain(snakemake.params.refine_measured)
+
+
+def measured_topdown(shape, ds, hyper, batch_size):
+    """benchmark_refine's rows of the top-down kernels where it measured this dataset's
+    model (shape, layers, hyper-parameters, leapfrog and power iterations) at this batch
+    size; None (measure them here) otherwise."""
+    same = (ds["model"]["layers"] == done["layers"] and hyper == done["hyper"]
+            and int(ds["refine"]["n_leapfrog"]) == int(done["n_leapfrog"])
+            and int(ds["refine"]["power_iterations"]) == int(done["power_iterations"]))
+    rows = [r for r in refine_rows if same and int(r["batch_size"]) == batch_size
+            and r["input_shape"] == "x".join(map(str, shape)) and r["step"] in projection.TOPDOWN_KERNELS]
+    return rows if len(rows) == len(projection.TOPDOWN_KERNELS) else None
+
+
 cluster_rows = []
 with open(snakemake.input.config) as f:
     projected = yaml.safe_load(f)
@@ -41,12 +58,14 @@ for spec in pcfg["datasets"]:
         raise ValueError(f"{snakemake.input.config} leaves datasets.{name}.image_shape to the data: "
                          f"give benchmark.projection.datasets' {name} entry image_shape: [H, W, C]")
     hyper = projected.get("hyper")
+    topdown_rows = measured_topdown(tuple(int(v) for v in shape), ds, hyper, int(spec["batch_size"]))
     kernels, cpu_macs_per_s = projection.measure_kernels(
         tuple(int(v) for v in shape), ds["model"]["layers"], batch_size=int(spec["batch_size"]),
         pretrain_batch_size=int(pcfg["pretrain_batch_size"]), svm_images=list(pcfg["svm_images"]),
         n_classes=int(spec["n_classes"]), sweeps=int(snakemake.params.sweeps),
         seed=int(snakemake.params.seed), hyper=hyper, n_leapfrog=int(ds["refine"]["n_leapfrog"]),
-        power_iterations=int(ds["refine"]["power_iterations"]), progress=progress)
+        power_iterations=int(ds["refine"]["power_iterations"]), topdown_rows=topdown_rows,
+        progress=progress)
     for k, v in kernels.items():
         progress(f"  {name}: {k}: {v}")
     stages, left_out = projection.plan(ds, int(spec["n_train"]), int(spec["n_test"]))

@@ -55,7 +55,7 @@ import yaml
 
 from dgdm_tf.bench import projection
 from dgdm_tf.bench.exact_floor import layer_floor_macs
-from dgdm_tf.bench.placement import check_placement, misplaced_outputs, same_device, to_device, traced
+from dgdm_tf.bench.placement import check_placement, misplaced_outputs, same_device, strict_placement, to_device, traced
 from dgdm_tf.bench.timing import machine_info, median_seconds
 from dgdm_tf.bench.sweeps import pretrain_steps, refine_steps
 from dgdm_tf.core.compiled import compiled
@@ -253,18 +253,21 @@ def run_check(*, smoke: str, dataset: str | None, targets: list[dict], out_dir: 
         p, fn, args = check_placement(step, target)
         placements.append(p)
         row = {"step": step.name, "images": step.images, "ops": p.n_ops, "placement": "ok" if p.ok else "FALLBACK",
+               "first_run_s": p.first_run_s,
                "problems": p.problems(), "no_gpu_kernel": p.no_gpu_kernel}
         if p.strict_error:
             row.update(target_s=None, cpu_s=None, speedup=None)
         else:
-            with tf.device(target):  # the trace is keyed on the device scope
+            # the trace is keyed on the device scope, its executable on the placement
+            # setting: timed as the check ran it, whose run was the warm-up
+            with strict_placement(), tf.device(target):
                 row["target_s"] = time_step(fn, args, repeats)
             if same_device(target, CPU):  # the dry run: the same trace
                 row["cpu_s"] = row["target_s"]
             else:
                 cfn, cargs = traced(step), to_device(step.args, CPU)
-                with tf.device(CPU):
-                    cfn(*cargs)  # warm-up: trace
+                with strict_placement(), tf.device(CPU):
+                    cfn(*cargs)  # warm-up: trace and build
                     row["cpu_s"] = time_step(cfn, cargs, repeats)
             row["speedup"] = row["cpu_s"] / row["target_s"]
         rows.append(row)

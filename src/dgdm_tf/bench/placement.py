@@ -6,7 +6,9 @@ silently fall back to the CPU)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import time
 from dataclasses import dataclass, field
 
 import tensorflow as tf
@@ -30,6 +32,8 @@ class Placement:
     n_ops: int = 0
     #: ops with no GPU kernel in this build's registry, whatever the target
     no_gpu_kernel: list = field(default_factory=list)
+    #: seconds of the first run (trace aside): the executable's build is in it
+    first_run_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -115,17 +119,29 @@ def traced(step: Step):
     return compiled(lambda *a: step.fn(*a))
 
 
+@contextlib.contextmanager
+def strict_placement():
+    """Soft device placement off inside (a step that cannot run where it is put fails).
+    A traced function's executable is built per placement setting: a step timed under
+    another setting than its first run pays that build (seconds) inside its timing."""
+    soft = tf.config.get_soft_device_placement()
+    tf.config.set_soft_device_placement(False)
+    try:
+        yield
+    finally:
+        tf.config.set_soft_device_placement(soft)
+
+
 def check_placement(step: Step, target: str, *, kernel_device_type: str | None = None) -> tuple[Placement, object, tuple]:
     """Trace and run ``step`` on ``target`` with soft device placement off (module
     docstring, part 1). Returns the :class:`Placement` found, the traced function and
-    the arguments on ``target`` (for :func:`time_step`). ``kernel_device_type``: the
-    device type the kernel registry is asked about (default: the target's)."""
+    the arguments on ``target`` (for :func:`time_step`, under :func:`strict_placement`:
+    this run is its warm-up). ``kernel_device_type``: the device type the kernel
+    registry is asked about (default: the target's)."""
     p = Placement(step.name, target)
     fn = traced(step)
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
     args = step.args
-    try:
+    with strict_placement():
         with tf.device(target):
             concrete = fn.get_concrete_function(*args)
         nodes = graph_nodes(concrete)
@@ -135,14 +151,14 @@ def check_placement(step: Step, target: str, *, kernel_device_type: str | None =
         p.no_gpu_kernel = kernel_misses(nodes, "GPU")
         try:
             args = to_device(step.args, target)
+            t0 = time.perf_counter()
             with tf.device(target):
                 out = fn(*args)
                 tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
+            p.first_run_s = time.perf_counter() - t0
         except (tf.errors.OpError, ValueError, RuntimeError) as e:
             p.strict_error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
             return p, fn, args
-    finally:
-        tf.config.set_soft_device_placement(soft)
     p.outputs = misplaced_outputs(out, target)
     return p, fn, args
 

@@ -197,6 +197,7 @@ def fit_linear(n: list[int], seconds: list[float]) -> tuple[float, float]:
 def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                     pretrain_batch_size: int, svm_images: list[int], n_classes: int, sweeps: int,
                     seed: int, hyper: dict | None = None, n_leapfrog: int, power_iterations: int,
+                    topdown_rows: list[dict] | None = None,
                     progress=print) -> tuple[dict[str, dict], float]:
     """Every kernel :func:`plan` names, measured on random inputs at these shapes.
 
@@ -204,7 +205,10 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     the pretraining sweeps at ``pretrain_batch_size``
     (:func:`dgdm_tf.bench.sweeps.benchmark_pretrain_layers`), the SVM's Gibbs iteration on
     random features of the top layer's width at each of ``svm_images`` (a line fitted
-    through them). Returns ``(kernels, cpu_macs_per_s)``: the latter the CPU's
+    through them). ``topdown_rows``: those four kernels' rows as
+    :func:`dgdm_tf.bench.sweeps.benchmark_refine` already measured them at these shapes,
+    settings and ``batch_size`` (the workflow's ``benchmark_refine`` rule), taken in place
+    of measuring them again. Returns ``(kernels, cpu_macs_per_s)``: the latter the CPU's
     multiply-adds a second on the layers' floors at ``pretrain_batch_size``.
     """
     if len(set(svm_images)) < 2:
@@ -212,13 +216,22 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     model = DeepModel(tuple(image_shape), layers, hyper)
     q = sequential_steps(model)
     kernels: dict[str, dict] = {}
-    progress(f"top-down kernels at {image_shape}, batch {batch_size}")
-    refine_rows = benchmark_refine(image_shape, layers, batch_size=batch_size, sweeps=sweeps, seed=seed,
-                                   hyper=hyper, n_leapfrog=n_leapfrog, power_iterations=power_iterations,
-                                   only=TOPDOWN_KERNELS)
+    if topdown_rows is not None:
+        refine_rows = [r for r in topdown_rows if r["step"] in TOPDOWN_KERNELS]
+        if sorted(r["step"] for r in refine_rows) != sorted(TOPDOWN_KERNELS):
+            raise ValueError(f"topdown_rows has {sorted(r['step'] for r in refine_rows)}, not one row of "
+                             f"each of {sorted(TOPDOWN_KERNELS)}")
+        where = f"batch {batch_size}, benchmark_refine's"
+        progress(f"top-down kernels at {image_shape}, batch {batch_size}: as benchmark_refine measured them")
+    else:
+        progress(f"top-down kernels at {image_shape}, batch {batch_size}")
+        refine_rows = benchmark_refine(image_shape, layers, batch_size=batch_size, sweeps=sweeps, seed=seed,
+                                       hyper=hyper, n_leapfrog=n_leapfrog, power_iterations=power_iterations,
+                                       only=TOPDOWN_KERNELS)
+        where = f"batch {batch_size}"
     for r in refine_rows:
-        kernels[r["step"]] = {"a": 0.0, "b": r["seconds"] / batch_size, "q": q[r["step"]],
-                              "measured_at": f"batch {batch_size}"}
+        kernels[r["step"]] = {"a": 0.0, "b": float(r["seconds"]) / batch_size, "q": q[r["step"]],
+                              "measured_at": where}
     progress(f"pretraining sweeps at {image_shape}, batch {pretrain_batch_size}")
     floor_macs_done, floor_s = 0, 0.0
     for r in benchmark_pretrain_layers(image_shape, layers, batch_size=pretrain_batch_size,
