@@ -8,9 +8,10 @@ same images), for SWEEPS sweeps (the dataset block's `burn_in` of HMC step-size 
 then collection), seeded `seed_for(seed, ds, "chain_length", kind, chain)`. After every sweep
 the chain's dictionaries, gamma_s, mean gamma_e, top-unit usage and (supervised) beta are
 recorded through run_refine's `on_step` (a reader: the draws are unchanged), in blocks of
-`--every` sweeps (`snapshots/sweeps_<a>-<b>.npz`, float32 as drawn), written before the
-chain's checkpoint of the same sweep, so a rerun of the same command resumes from
-`checkpoint/checkpoint.npz` and rewrites the same blocks. The trace is `checkpoint/trace.csv`.
+`--every` sweeps (`snapshots/sweeps_<a>-<b>.npz`, float32 as drawn; the open block
+rewritten after every sweep, before the chain's checkpoint of that sweep), so a rerun of
+the same command resumes from `checkpoint/checkpoint.npz` with every checkpointed sweep
+recorded. The trace is `checkpoint/trace.csv`.
 
 `read`: for each length T, the model at T is the mean of the snapshots of the sweeps
 (T - ceil(T * window), T] (default window 1/3: T = 15 averages sweeps 11..15, the default
@@ -169,11 +170,12 @@ def load_snapshots(folder: Path) -> dict:
     block) is taken from the later block, which redrew it from the same seeds. Sweeps
     missing (a chain of an older version killed between blocks) are left out:
     :func:`model_at` refuses a window that needs them."""
-    blocks = sorted(Path(folder).glob("sweeps_*.npz"))
+    # in the order they were written: a sweep in two blocks is the later one's
+    blocks = sorted(Path(folder).glob("sweeps_*.npz"), key=lambda b: b.stat().st_mtime_ns)
     if not blocks:
         raise SystemExit(f"no snapshots in {folder}: run `chain_length.py run` first")
     rows = {}
-    for b in blocks:  # by first sweep: a resumed chain's blocks come after the older ones
+    for b in blocks:
         with np.load(b) as z:
             part = {k: z[k] for k in z.files}
         for i, s in enumerate(part["sweep"]):
