@@ -573,6 +573,46 @@ def test_chain_length_combine_merges_reads_of_the_same_images(tmp_path):
         probe.main(["combine", b, write("d", {300: {"supervised": 16.0}}), "--out", str(tmp_path / "y")])
 
 
+def test_chain_length_combine_weights_merges_reads_of_the_same_images(tmp_path):
+    """Weight reads of one refinement (gamma 10 at T 50 and 150, gamma 1 at 150) combine
+    into one weights.json a length; other test images, another unsupervised row at a length
+    or one chain read otherwise at the same length are refused."""
+    import json
+
+    probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
+
+    def write(name, lengths, test=(1, 2, 3), unsup=13.2):
+        def row(g, e):
+            return {"gamma": g, "svm_gamma": g, "own": {"error_pct": e}, "refit": {"error_pct": e - 1},
+                    "label_share_median": 1e-3, "label_share_margin": 2e-3,
+                    "purity": {"weighted_purity": 0.14, "shuffled_weighted_purity": 0.126},
+                    "train_error_own_features_pct": 0.0, "train_error_test_route_pct": 6.0}
+        out = {"dataset": "mnist", "test_indices": list(test), "n_train": 500, "n_test": len(test),
+               "window": 1 / 3, "pretrained_svm": {"error_pct": 11.7},
+               "lengths": {str(t): {"unsupervised_svm": {"error_pct": unsup, "purity": {"weighted_purity": 0.141}},
+                                    "supervised": {f"gamma {g}": row(g, e) for g, e in rows.items()}}
+                           for t, rows in lengths.items()}}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "weights.json").write_text(json.dumps(out))
+        return str(tmp_path / name)
+
+    a = write("a", {150: {10: 14.9}})
+    b = write("b", {150: {1: 14.6, 10: 14.9}})
+    c = write("c", {50: {10: 17.2}}, unsup=13.9)
+    got = probe.main(["combine-weights", a, b, c, "--out", str(tmp_path / "all")])
+    assert {t: sorted(r["supervised"]) for t, r in got["lengths"].items()} == {
+        "150": ["gamma 1", "gamma 10"], "50": ["gamma 10"]}
+    assert got["lengths"]["50"]["unsupervised_svm"]["error_pct"] == 13.9 and got["reads"] == [a, b, c]
+    assert json.loads((tmp_path / "all" / "weights.json").read_text()) == got
+    assert (tmp_path / "all" / "error_vs_weight.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit, match="read other images"):
+        probe.main(["combine-weights", a, write("d", {150: {}}, test=(1, 2, 4)), "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="not the same refinement"):
+        probe.main(["combine-weights", a, write("e", {150: {1: 14.6}}, unsup=13.0), "--out", str(tmp_path / "y")])
+    with pytest.raises(SystemExit, match="not the same chain"):
+        probe.main(["combine-weights", b, write("f", {150: {10: 15.5}}), "--out", str(tmp_path / "z")])
+
+
 def test_residual_decay_reads_the_power_law_and_a_floor(tmp_path):
     """A residual falling as sweep^-0.3 with gamma_e at its noise level reads exponent 0.3 and
     a constant rr^2 gamma_e; one that meets a floor reads exponent 0 over its last quarter."""

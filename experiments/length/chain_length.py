@@ -46,7 +46,8 @@ elements in the data plane, unsupervised beside supervised, most used first).
     python experiments/length/chain_length.py combine <runs>/read <runs>/read_150_300 --out <runs>/read_all
 
 `combine`: the rows of several reads on the same images as one chain_length.json and one
-OUT/error_vs_length.png.
+OUT/error_vs_length.png; `combine-weights` likewise for `weights` reads (OUT/weights.json,
+OUT/error_vs_weight.png).
 """
 from __future__ import annotations
 
@@ -725,24 +726,33 @@ def mixing(argv) -> dict:
     return out
 
 
+def reads_of_one_subset(argv, command: str, reader: str, name: str) -> tuple:
+    """(arguments, the JSON ``name`` of each READ_DIR) for `combine` and `combine-weights`:
+    reads of one --results, --n-train, --n-test and --window (the same test indices, window
+    and pretrained row), else SystemExit naming the first read that differs."""
+    fn = combine if command == "combine" else combine_weights
+    p = argparse.ArgumentParser(prog=f"chain_length.py {command}", description=fn.__doc__)
+    p.add_argument("reads", nargs="+", help=f"folders written by {reader} ({reader} --out)")
+    p.add_argument("--out", required=True, help="the output folder")
+    a = p.parse_args(argv)
+    outs = [json.loads((Path(r) / name).read_text()) for r in a.reads]
+    key = lambda o: (o["test_indices"], o["n_train"], o.get("window"),  # noqa: E731
+                     o["pretrained_svm"]["error_pct"])
+    for r, o in zip(a.reads, outs):
+        if key(o) != key(outs[0]):
+            raise SystemExit(f"{r} read other images, another window or another pretrained row than "
+                             f"{a.reads[0]}: {command} only reads of one --results, --n-train, "
+                             "--n-test and --window")
+    return a, outs
+
+
 def combine(argv) -> dict:
     """`combine READ_DIR ... --out DIR`: the rows of several `read` runs on the same images
     (the same test indices and pretrained row) as one chain_length.json and one
     error_vs_length.png, so that lengths read at different times draw as one curve. A row
     two reads give at the same length must agree."""
-    p = argparse.ArgumentParser(prog="chain_length.py combine", description=combine.__doc__)
-    p.add_argument("reads", nargs="+", help="folders written by read (read --out)")
-    p.add_argument("--out", required=True, help="the output folder")
-    a = p.parse_args(argv)
-    outs = [json.loads((Path(r) / "chain_length.json").read_text()) for r in a.reads]
-    first = outs[0]
-    for r, o in zip(a.reads, outs):
-        same = (o["test_indices"] == first["test_indices"] and o["n_train"] == first["n_train"]
-                and o["pretrained_svm"]["error_pct"] == first["pretrained_svm"]["error_pct"])
-        if not same:
-            raise SystemExit(f"{r} read other images or another pretrained row than {a.reads[0]}: "
-                             "combine only reads of one --results, --n-train and --n-test")
-    merged = {**first, "reads": [str(r) for r in a.reads], "lengths": {}}
+    a, outs = reads_of_one_subset(argv, "combine", "read", "chain_length.json")
+    merged = {**outs[0], "reads": [str(r) for r in a.reads], "lengths": {}}
     for r, o in zip(a.reads, outs):
         for length, rows in o["lengths"].items():
             have = merged["lengths"].setdefault(length, {})
@@ -759,6 +769,36 @@ def combine(argv) -> dict:
     return merged
 
 
+def combine_weights(argv) -> dict:
+    """`combine-weights READ_DIR ... --out DIR`: the rows of several `weights` runs on the
+    same images (the same test indices and pretrained row) as one weights.json and one
+    error_vs_weight.png, so that chains read at different times draw as one curve a length.
+    The unsupervised row of a length, and a chain read twice at one length, must agree."""
+    a, outs = reads_of_one_subset(argv, "combine-weights", "weights", "weights.json")
+    merged = {**outs[0], "reads": [str(r) for r in a.reads], "lengths": {}}
+    for r, o in zip(a.reads, outs):
+        for length, rec in o["lengths"].items():
+            have = merged["lengths"].setdefault(length, {"unsupervised_svm": rec["unsupervised_svm"],
+                                                         "supervised": {}})
+            if have["unsupervised_svm"]["error_pct"] != rec["unsupervised_svm"]["error_pct"]:
+                raise SystemExit(f"{r} reads the unsupervised row at T={length} as "
+                                 f"{rec['unsupervised_svm']['error_pct']:.2f} %, an earlier read as "
+                                 f"{have['unsupervised_svm']['error_pct']:.2f} %: not the same refinement")
+            for k, v in rec["supervised"].items():
+                old = have["supervised"].get(k)
+                if old is not None and old["own"]["error_pct"] != v["own"]["error_pct"]:
+                    raise SystemExit(f"{r} reads {k} at T={length} as {v['own']['error_pct']:.2f} %, an "
+                                     f"earlier read as {old['own']['error_pct']:.2f} %: not the same chain")
+                have["supervised"].setdefault(k, v)
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out_dir / "weights.json", merged)
+    plot_weights(merged, out_dir / "error_vs_weight.png")
+    say(f"wrote {out_dir / 'weights.json'}: lengths {sorted(int(t) for t in merged['lengths'])}, "
+        f"{sum(len(v['supervised']) for v in merged['lengths'].values())} chain readings")
+    return merged
+
+
 def main(argv=None):
     import sys
 
@@ -767,6 +807,8 @@ def main(argv=None):
         return mixing(argv[1:])
     if argv[:1] == ["combine"]:
         return combine(argv[1:])
+    if argv[:1] == ["combine-weights"]:
+        return combine_weights(argv[1:])
     if argv[:1] == ["weights"]:
         a = parse_weights(argv[1:])
         reproducible_graphs()
