@@ -111,7 +111,7 @@ def test_without_a_gpu_the_gpu_target_fails_and_the_command_says_so(capsys):
     assert "no GPU visible" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # every step traced twice (the check, the projection's kernels): minutes
+@pytest.mark.slow  # every step traced, the projection's pretraining and SVM kernels again
 def test_cpu_only_runs_end_to_end_and_writes_its_table(tmp_path, smoke, capsys):
     path = tiny_config(tmp_path, smoke)
     out = tmp_path / "out"
@@ -133,6 +133,11 @@ def test_cpu_only_runs_end_to_end_and_writes_its_table(tmp_path, smoke, capsys):
         assert f"| {r['step']} | " in md
     p = result["projection"][0]
     assert p["gpu_hours_source"] == "assumed" and p["gpu_speedup"]["source"].startswith("assumed")
+    # the projected config is the smoke model: its top-down kernels are the check's own
+    # CPU timings, not traced again
+    sources = {r["kernel"]: r["cpu_source"] for r in p["stages"]}
+    assert {k for k, v in sources.items() if "this check's CPU timings" in v} == (
+        set(P.TOPDOWN_KERNELS) & set(sources)) != set(), sources
     assert "| **all stages** |" in md and "assumed" in md
 
 

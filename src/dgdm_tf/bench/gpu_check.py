@@ -21,7 +21,8 @@ It does three things:
    calls on the target and on the CPU, its inputs copied to each device first.
 3. **Projection.** Each projected config's rows (``--project``) by
    :func:`dgdm_tf.bench.projection.project`, its CPU kernels measured in this run at the
-   config's shapes (:func:`dgdm_tf.bench.projection.measure_kernels`), the GPU's two
+   config's shapes (:func:`dgdm_tf.bench.projection.measure_kernels`; a config of the
+   smoke model takes the top-down kernels from part 2's CPU timings), the GPU's two
    figures measured where a GPU ran: R (the GPU's multiply-adds a second over the CPU's
    on the config's layer floors) and the step latency (the smoke steps' GPU seconds a
    sequential step, an upper bound); each figure is labelled ``measured`` or ``assumed``
@@ -296,6 +297,13 @@ def run_check(*, smoke: str, dataset: str | None, targets: list[dict], out_dir: 
     return result
 
 
+def model_key(shape, ds: dict, hyper: dict | None) -> tuple:
+    """What the top-down kernels' cost depends on: the image shape, the layers, the
+    hyperparameters and refinement's leapfrog and power iterations."""
+    return (tuple(shape), yaml.safe_dump(ds["model"]["layers"]), yaml.safe_dump(hyper),
+            int(ds["refine"]["n_leapfrog"]), int(ds["refine"]["power_iterations"]))
+
+
 def step_latency(rows: list[dict], q: dict[str, int]) -> tuple[float, dict[str, float]]:
     """Seconds a sequential step of the target: each projection kernel's seconds a pass
     over its ``q`` sequential steps, and their median (an upper bound: a small batch's
@@ -314,6 +322,11 @@ def project_targets(targets, rows, smoke_ds, smoke_shape, smoke_hyper, *, cpu_on
     lam_measured, lam_per = step_latency(rows, projection.sequential_steps(smoke_model))
     ratio = {r["step"]: r["speedup"] for r in rows if r.get("speedup")}
     out, cache = [], {}
+    # a projected config of the smoke model takes the check's own CPU timings of the
+    # top-down kernels (the same steps at the same batch) instead of tracing them again
+    smoke_key = model_key(smoke_shape, smoke_ds, smoke_hyper)
+    own = [{"step": r["step"], "seconds": r["cpu_s"]} for r in rows
+           if r["step"] in projection.TOPDOWN_KERNELS and r.get("cpu_s") is not None]
     for t in targets:
         cfg = load_config(t["config"], schema)
         if t["dataset"] not in cfg["datasets"]:
@@ -327,15 +340,17 @@ def project_targets(targets, rows, smoke_ds, smoke_shape, smoke_hyper, *, cpu_on
             raise ValueError(f"{t['config']}:{t['dataset']} leaves n_train / n_test to the data: "
                              "give them as PATH:DATASET:N_TRAIN:N_TEST")
         layers, hyper = ds["model"]["layers"], cfg.get("hyper")
-        key = (shape, yaml.safe_dump(layers), yaml.safe_dump(hyper), ds["refine"]["n_leapfrog"],
-               ds["refine"]["power_iterations"])
+        key = model_key(shape, ds, hyper)
         if key not in cache:
             progress(f"CPU kernels of {t['config']}:{t['dataset']} at {shape} (batch {batch_size})")
+            reuse = key == smoke_key and len(own) == len(projection.TOPDOWN_KERNELS)
             kernels, cpu_rate = projection.measure_kernels(
                 shape, layers, batch_size=batch_size, pretrain_batch_size=pretrain_batch_size,
                 svm_images=list(svm_images), n_classes=n_classes, sweeps=repeats, seed=seed,
                 hyper=hyper, n_leapfrog=int(ds["refine"]["n_leapfrog"]),
-                power_iterations=int(ds["refine"]["power_iterations"]), progress=progress)
+                power_iterations=int(ds["refine"]["power_iterations"]),
+                topdown_rows=own if reuse else None, topdown_from="this check's CPU timings",
+                progress=progress)
             gpu_rate = None if cpu_only else floor_rate(shape, layers, pretrain_batch_size, GPU, repeats, seed)
             cache[key] = kernels, cpu_rate, gpu_rate
         kernels, cpu_rate, gpu_rate = cache[key]

@@ -197,7 +197,7 @@ def fit_linear(n: list[int], seconds: list[float]) -> tuple[float, float]:
 def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, batch_size: int,
                     pretrain_batch_size: int, svm_images: list[int], n_classes: int, sweeps: int,
                     seed: int, hyper: dict | None = None, n_leapfrog: int, power_iterations: int,
-                    topdown_rows: list[dict] | None = None,
+                    topdown_rows: list[dict] | None = None, topdown_from: str = "benchmark_refine's",
                     progress=print) -> tuple[dict[str, dict], float]:
     """Every kernel :func:`plan` names, measured on random inputs at these shapes.
 
@@ -207,8 +207,9 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
     random features of the top layer's width at each of ``svm_images`` (a line fitted
     through them). ``topdown_rows``: those four kernels' rows as
     :func:`dgdm_tf.bench.sweeps.benchmark_refine` already measured them at these shapes,
-    settings and ``batch_size`` (the workflow's ``benchmark_refine`` rule), taken in place
-    of measuring them again. Returns ``(kernels, cpu_macs_per_s)``: the latter the CPU's
+    settings and ``batch_size`` (the workflow's ``benchmark_refine`` rule, or the GPU
+    check's CPU timings), taken in place of measuring them again and labelled
+    ``topdown_from``. Returns ``(kernels, cpu_macs_per_s)``: the latter the CPU's
     multiply-adds a second on the layers' floors at ``pretrain_batch_size``.
     """
     if len(set(svm_images)) < 2:
@@ -221,8 +222,8 @@ def measure_kernels(image_shape: tuple[int, int, int], layers: list[dict], *, ba
         if sorted(r["step"] for r in refine_rows) != sorted(TOPDOWN_KERNELS):
             raise ValueError(f"topdown_rows has {sorted(r['step'] for r in refine_rows)}, not one row of "
                              f"each of {sorted(TOPDOWN_KERNELS)}")
-        where = f"batch {batch_size}, benchmark_refine's"
-        progress(f"top-down kernels at {image_shape}, batch {batch_size}: as benchmark_refine measured them")
+        where = f"batch {batch_size}, {topdown_from}"
+        progress(f"top-down kernels at {image_shape}, batch {batch_size}: {topdown_from}")
     else:
         progress(f"top-down kernels at {image_shape}, batch {batch_size}")
         refine_rows = benchmark_refine(image_shape, layers, batch_size=batch_size, sweeps=sweeps, seed=seed,
