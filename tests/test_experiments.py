@@ -581,9 +581,10 @@ def test_chain_length_combine_weights_merges_reads_of_the_same_images(tmp_path):
 
     probe = load_probe(EXPERIMENTS / "length" / "chain_length.py")
 
-    def write(name, lengths, test=(1, 2, 3), unsup=13.2):
+    def write(name, lengths, test=(1, 2, 3), unsup=13.2, mode="fixed"):
         def row(g, e):
-            return {"gamma": g, "svm_gamma": g, "own": {"error_pct": e}, "refit": {"error_pct": e - 1},
+            return {"gamma": g, "svm_gamma": g, "gamma_mode": mode, "own": {"error_pct": e},
+                    "refit": {"error_pct": e - 1},
                     "label_share_median": 1e-3, "label_share_margin": 2e-3,
                     "purity": {"weighted_purity": 0.14, "shuffled_weighted_purity": 0.126},
                     "train_error_own_features_pct": 0.0, "train_error_test_route_pct": 6.0}
@@ -599,10 +600,11 @@ def test_chain_length_combine_weights_merges_reads_of_the_same_images(tmp_path):
     a = write("a", {150: {10: 14.9}})
     b = write("b", {150: {1: 14.6, 10: 14.9}})
     c = write("c", {50: {10: 17.2}}, unsup=13.9)
-    got = probe.main(["combine-weights", a, b, c, "--out", str(tmp_path / "all")])
+    bal = write("bal", {150: {6071: 23.1}}, mode="balanced")  # drawn as a star at its last weight
+    got = probe.main(["combine-weights", a, b, c, bal, "--out", str(tmp_path / "all")])
     assert {t: sorted(r["supervised"]) for t, r in got["lengths"].items()} == {
-        "150": ["gamma 1", "gamma 10"], "50": ["gamma 10"]}
-    assert got["lengths"]["50"]["unsupervised_svm"]["error_pct"] == 13.9 and got["reads"] == [a, b, c]
+        "150": ["gamma 1", "gamma 10", "gamma 6071"], "50": ["gamma 10"]}
+    assert got["lengths"]["50"]["unsupervised_svm"]["error_pct"] == 13.9 and got["reads"] == [a, b, c, bal]
     assert json.loads((tmp_path / "all" / "weights.json").read_text()) == got
     assert (tmp_path / "all" / "error_vs_weight.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(SystemExit, match="read other images"):

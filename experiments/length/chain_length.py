@@ -625,10 +625,20 @@ def plot_weights(out: dict, png: Path) -> None:
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
     for li, length in enumerate(lengths):
         rec = out["lengths"][length]
-        rows = sorted(rec["supervised"].values(), key=lambda r: r.get("svm_gamma") or r["gamma"] or 1.0)
+        # fixed weights as a curve; a balanced chain (its weight set by the share) a star at its last
+        every = sorted(rec["supervised"].values(), key=lambda r: r.get("svm_gamma") or r["gamma"] or 1.0)
+        rows = [r for r in every if r.get("gamma_mode", "fixed") == "fixed"]
         g = [r.get("svm_gamma") or r["gamma"] for r in rows]
         colour = f"C{li}"
         mk = dict(color=colour, marker="o")
+        for r in every:
+            if r.get("gamma_mode", "fixed") != "fixed":
+                x = [r.get("svm_gamma") or r["gamma"]]
+                star = dict(color=colour, marker="*", ms=11, ls="none")
+                axes[0].plot(x, [r["own"]["error_pct"]], label=f"balanced chain, own route, T={length}", **star)
+                axes[1].plot(x, [r.get("label_share_median", float("nan"))], **star)
+                axes[2].plot(x, [r["purity"]["weighted_purity"]], **star)
+                axes[3].plot(x, [r["train_error_test_route_pct"]], **star)
         axes[0].plot(g, [r["own"]["error_pct"] for r in rows], label=f"own route, T={length}", **mk)
         axes[0].plot(g, [r["refit"]["error_pct"] for r in rows], ls="--",
                      label=f"dictionaries + refitted SVM, T={length}", **mk)
