@@ -736,12 +736,13 @@ def mixing(argv) -> dict:
     return out
 
 
-def reads_of_one_subset(argv, command: str, reader: str, name: str) -> tuple:
-    """(arguments, the JSON ``name`` of each READ_DIR) for `combine` and `combine-weights`:
-    reads of one --results, --n-train, --n-test and --window (the same test indices, window
-    and pretrained row), else SystemExit naming the first read that differs."""
-    fn = combine if command == "combine" else combine_weights
-    p = argparse.ArgumentParser(prog=f"chain_length.py {command}", description=fn.__doc__)
+def reads_of_one_subset(argv, command, reader: str, name: str) -> tuple:
+    """(arguments, the JSON ``name`` of each READ_DIR) for ``command`` (:func:`combine` or
+    :func:`combine_weights`, whose docstring is its help): reads of one --results,
+    --n-train, --n-test and --window (the same test indices, window and pretrained row),
+    else SystemExit naming the first read that differs."""
+    prog = command.__name__.replace("_", "-")
+    p = argparse.ArgumentParser(prog=f"chain_length.py {prog}", description=command.__doc__)
     p.add_argument("reads", nargs="+", help=f"folders written by {reader} ({reader} --out)")
     p.add_argument("--out", required=True, help="the output folder")
     a = p.parse_args(argv)
@@ -751,7 +752,7 @@ def reads_of_one_subset(argv, command: str, reader: str, name: str) -> tuple:
     for r, o in zip(a.reads, outs):
         if key(o) != key(outs[0]):
             raise SystemExit(f"{r} read other images, another window or another pretrained row than "
-                             f"{a.reads[0]}: {command} only reads of one --results, --n-train, "
+                             f"{a.reads[0]}: {prog} only reads of one --results, --n-train, "
                              "--n-test and --window")
     return a, outs
 
@@ -761,7 +762,7 @@ def combine(argv) -> dict:
     (the same test indices and pretrained row) as one chain_length.json and one
     error_vs_length.png, so that lengths read at different times draw as one curve. A row
     two reads give at the same length must agree."""
-    a, outs = reads_of_one_subset(argv, "combine", "read", "chain_length.json")
+    a, outs = reads_of_one_subset(argv, combine, "read", "chain_length.json")
     merged = {**outs[0], "reads": [str(r) for r in a.reads], "lengths": {}}
     for r, o in zip(a.reads, outs):
         for length, rows in o["lengths"].items():
@@ -784,7 +785,7 @@ def combine_weights(argv) -> dict:
     same images (the same test indices and pretrained row) as one weights.json and one
     error_vs_weight.png, so that chains read at different times draw as one curve a length.
     The unsupervised row of a length, and a chain read twice at one length, must agree."""
-    a, outs = reads_of_one_subset(argv, "combine-weights", "weights", "weights.json")
+    a, outs = reads_of_one_subset(argv, combine_weights, "weights", "weights.json")
     merged = {**outs[0], "reads": [str(r) for r in a.reads], "lengths": {}}
     for r, o in zip(a.reads, outs):
         for length, rec in o["lengths"].items():
