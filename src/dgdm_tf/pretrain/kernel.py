@@ -100,10 +100,9 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     s_col = tf.reshape(state.s, [n_col, g.k, n * nb, p2])
     valid_col = tf.reshape(model.valid, [n_col, 1, nb, p2])
     real_col = tf.reshape(model.block_valid, [n_col, 1, nb, 1])
-    resid = state.resid
-    s_new_c, z_new_c, e_new_c = [], [], []
-    for slot in range(n_col):  # one colour a slot: its blocks of every map, map after map
-        ci = colour_ids[slot]
+    def one_colour(slot, resid, s_new_c, z_new_c, e_new_c):
+        """Slot ``slot``'s colour: its blocks of every map, map after map."""
+        ci = tf.gather(colour_ids, slot)
         a, b = ci // g.gw, ci % g.gw
         colour_seed = tf.random.experimental.stateless_fold_in(seed_draw, ci)
         # gathers, not slices: XLA would make a run-time slice start a compile-time
@@ -112,13 +111,12 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         real = tf.gather(real_col, ci)
         tiles0 = colour_tiles(resid, g, a, b)
         s_ab = tf.gather(s_col, ci)
-        order = map_orders[slot]
+        order = tf.gather(map_orders, slot)
         s_out = tf.TensorArray(tf.float32, size=g.k)
         e_out = tf.TensorArray(tf.float32, size=g.k if return_expected_pool else 0)
         z_out = tf.TensorArray(tf.int32, size=g.k)
 
-        def body(i, tiles, s_out, z_out, e_out, s_ab=s_ab, valid=valid, real=real,
-                 colour_seed=colour_seed, order=order):
+        def body(i, tiles, s_out, z_out, e_out):
             k = order[i]
             s1, s2 = tf.unstack(tf.random.experimental.stateless_split(
                 tf.random.experimental.stateless_fold_in(colour_seed, k), 2))
@@ -152,18 +150,25 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
         _, tiles, s_out, z_out, e_out = tf.while_loop(
             lambda i, *_: i < g.k, body, (tf.constant(0), tiles0, s_out, z_out, e_out),
             parallel_iterations=1)
-        resid = resid + tiles_to_residual(tiles - tiles0, g, a, b, n)
-        s_new_c.append(s_out.stack())
-        z_new_c.append(z_out.stack())
-        if return_expected_pool:
-            e_new_c.append(e_out.stack())
+        return (slot + 1, resid + tiles_to_residual(tiles - tiles0, g, a, b, n),
+                s_new_c.write(slot, s_out.stack()), z_new_c.write(slot, z_out.stack()),
+                e_new_c.write(slot, e_out.stack()) if return_expected_pool else e_new_c)
+
+    # the slots in one while loop, not unrolled: a traced sweep holds one colour's step
+    # (tracing and graph optimisation shrink with it; each step computes what it did unrolled)
+    _, resid, s_new_c, z_new_c, e_new_c = tf.while_loop(
+        lambda slot, *_: slot < n_col, one_colour,
+        (tf.constant(0), state.resid, tf.TensorArray(tf.float32, size=n_col),
+         tf.TensorArray(tf.int32, size=n_col),
+         tf.TensorArray(tf.float32, size=n_col if return_expected_pool else 0)),
+        parallel_iterations=1)
 
     # colour id -> the slot that drew it (a scatter: XLA's invert_permutation wants its
     # input at compile time)
     slot_of = tf.scatter_nd(colour_ids[:, None], tf.range(n_col, dtype=tf.int32), [n_col])
 
     def grid(per_slot, shape):  # back to the colour-major layout (Gh, Gw, ...)
-        return tf.reshape(tf.gather(tf.stack(per_slot), slot_of), [g.gh, g.gw] + shape)
+        return tf.reshape(tf.gather(per_slot.stack(), slot_of), [g.gh, g.gw] + shape)
 
     shape = [g.k, n, g.nch, g.ncw]
     state = state._replace(s=grid(s_new_c, shape + [p2]), z=grid(z_new_c, shape), resid=resid)

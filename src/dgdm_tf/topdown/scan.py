@@ -51,3 +51,27 @@ def per_colour(values: np.ndarray, ci):
     if isinstance(ci, int):
         return tf.constant(values[ci])
     return tf.gather(tf.constant(values), ci)
+
+
+def over_colours(colour_ids, map_orders, one_colour, carry, *, loop: bool):
+    """``carry = one_colour(slot, ci, maps, carry)`` for each slot of a sweep's order
+    (:func:`scan_orders`: ``ci`` the slot's colour id, ``maps`` its map order or None).
+
+    ``loop``: the slots run in one ``tf.while_loop`` (``ci`` and ``slot`` scalar tensors),
+    so a traced sweep holds one colour's step instead of one per colour: tracing and
+    graph optimisation, most of a job's first sweep, shrink with it, and each colour's
+    step computes what it computed unrolled. Only where no shape depends on the slot
+    (every path but the windowed ones); otherwise the slots are unrolled, ``slot`` an int."""
+    if not loop:
+        for slot, ci in enumerate(colour_ids):
+            carry = one_colour(slot, ci, None if map_orders is None else map_orders[slot], carry)
+        return carry
+    ids = tf.stack([tf.convert_to_tensor(c, tf.int32) for c in colour_ids])
+
+    def body(slot, carry):
+        maps = None if map_orders is None else tf.gather(map_orders, slot)
+        return slot + 1, one_colour(slot, tf.gather(ids, slot), maps, carry)
+
+    _, carry = tf.while_loop(lambda slot, _: slot < len(colour_ids), body,
+                             (tf.constant(0), tuple(carry)), parallel_iterations=1)
+    return carry

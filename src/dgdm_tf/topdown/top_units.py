@@ -17,7 +17,7 @@ from dgdm_tf.core import random
 from dgdm_tf.core import windows as mw
 from dgdm_tf.core.model import DeepModel, down_from
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.topdown.scan import per_colour, scan_orders
+from dgdm_tf.topdown.scan import over_colours, per_colour, scan_orders
 from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, masked
 from dgdm_tf.topdown.window_passes import maps_per_pass, push_windows, tiled_crops, window_starts
 
@@ -240,15 +240,15 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
     colour_ids, map_orders = scan_orders(model, model.n_layers - 1, fold_seed(seed, random.SALTS["scan_order"]))
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
     reals = np.stack([col.real(a, b) for a, b in col.colours()])
-    for slot, ci in enumerate(colour_ids):
+
+    def one_colour(slot, ci, maps, carry):
+        resid, s_k, on_k, e_k, marg = carry
         a, b = ci // col.g_w, ci % col.g_w
         member = per_colour(members, ci)[None]
         real = per_colour(reals, ci)[None]
-        maps = None if map_orders is None else map_orders[slot]
         cache0, terms = colour_terms(slot, ci, maps)
 
-        def body(i, resid, s_k, on_k, e_k, marg, cache, a=a, b=b, member=member, real=real,
-                 terms=terms, ci=ci, maps=maps):
+        def body(i, resid, s_k, on_k, e_k, marg, cache):
             k = i if maps is None else maps[i]
             cur = col.take(s_k[k], a, b)
             bsum, asum, finish, cache = terms(i, k, resid, cur, cache)
@@ -282,6 +282,11 @@ def resample_top(state: DeepState, x, model: DeepModel, seed, mask=None,
         _, resid, s_k, on_k, e_k, marg, _ = tf.while_loop(
             lambda i, *_: i < gt.k, body, (tf.constant(0), resid, s_k, on_k, e_k, marg, cache0),
             parallel_iterations=1)
+        return resid, s_k, on_k, e_k, marg
+
+    resid, s_k, on_k, e_k, marg = over_colours(
+        colour_ids, map_orders, one_colour, (resid, s_k, on_k, e_k, marg),
+        loop=not (fast and model.windowed(model.n_layers - 1)))
     state = state._replace(s_top=tf.transpose(s_k, [1, 2, 3, 0]),
                            on=tf.transpose(on_k, [1, 2, 3, 0]), resid=resid)
     if return_expected:

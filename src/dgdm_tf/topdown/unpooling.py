@@ -19,7 +19,7 @@ from dgdm_tf.core import random
 from dgdm_tf.core import windows as mw
 from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
 from dgdm_tf.core.ops import full_conv
-from dgdm_tf.topdown.scan import per_colour, scan_orders
+from dgdm_tf.topdown.scan import over_colours, per_colour, scan_orders
 from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, masked
 from dgdm_tf.topdown.window_passes import maps_per_pass, push_windows, tiled_crops, window_starts
 
@@ -63,14 +63,14 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, random.SALTS["scan_order"]))
     offsets = np.stack([[model.offset_mask(l, a, b, m) for m in range(p2)] for a, b in col.colours()])
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
-    for slot, ci in enumerate(colour_ids):
+    def one_colour(slot, ci, maps, carry):
+        resid, z_k = carry
         a, b = ci // col.g_w, ci % col.g_w
         offs_c = per_colour(offsets, ci)
         offs = [offs_c[m][None, :, :, None] for m in range(p2)]
         member = per_colour(members, ci)[None]
-        maps = None if map_orders is None else map_orders[slot]
 
-        def body(i, resid, z_k, a=a, b=b, ci=ci, offs=offs, member=member, maps=maps):
+        def body(i, resid, z_k):
             k = i if maps is None else maps[i]
             dk = tf.gather(state.d[l], [k], axis=3)
             up = unpool_blocks(v_all[k][..., None], tf.ones_like(offs[0]), g.p)  # N, hs, ws, 1
@@ -89,6 +89,9 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
 
         _, resid, z_k = tf.while_loop(lambda i, *_: i < g.k, body,
                                       (tf.constant(0), resid, z_k), parallel_iterations=1)
+        return resid, z_k
+
+    resid, z_k = over_colours(colour_ids, map_orders, one_colour, (resid, z_k), loop=True)
     z = list(state.z)
     z[l] = tf.transpose(z_k, [1, 2, 3, 0])
     return state._replace(z=tuple(z), resid=resid)
@@ -216,16 +219,15 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     vmask[: g.nbh, : g.nbw] = model.position_valid(0)
     vmask = vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
     valids = np.stack([vmask[:, a, :, b] for a, b in col.colours()])
-    for slot, ci in enumerate(colour_ids):
+    def one_colour(slot, ci, maps, carry):
+        resid, z_k = carry
         a, b = ci // col.g_w, ci % col.g_w
         member = per_colour(members, ci)[None]
         valid = per_colour(valids, ci)[None]
-        maps = None if map_orders is None else map_orders[slot]
         tiles0 = colour_tiles(resid, g, a, b)
         mtiles = None if mask is None else colour_tiles(pad_input(mask, g), g, a, b)
 
-        def body(i, tiles, z_k, a=a, b=b, ci=ci, member=member, valid=valid, mtiles=mtiles,
-                 maps=maps):
+        def body(i, tiles, z_k):
             k = i if maps is None else maps[i]
             v = col.take(v_all[k], a, b)[..., None]  # N, nh, nw, 1
             zc = col.take(z_k[k], a, b)
@@ -249,7 +251,9 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
 
         _, tiles, z_k = tf.while_loop(lambda i, *_: i < g.k, body,
                                       (tf.constant(0), tiles0, z_k), parallel_iterations=1)
-        resid = resid + tiles_to_residual(tiles - tiles0, g, a, b, n)
+        return resid + tiles_to_residual(tiles - tiles0, g, a, b, n), z_k
+
+    resid, z_k = over_colours(colour_ids, map_orders, one_colour, (resid, z_k), loop=True)
     z = list(state.z)
     z[0] = tf.transpose(z_k, [1, 2, 3, 0])
     return state._replace(z=tuple(z), resid=resid[:, : g.hx, : g.wx, :])
