@@ -100,6 +100,7 @@ def resample_zw(state: PretrainState, x: tf.Tensor, model: LayerModel, seed,
     s_col = tf.reshape(state.s, [n_col, g.k, n * nb, p2])
     valid_col = tf.reshape(model.valid, [n_col, 1, nb, p2])
     real_col = tf.reshape(model.block_valid, [n_col, 1, nb, 1])
+
     def one_colour(slot, resid, s_new_c, z_new_c, e_new_c):
         """Slot ``slot``'s colour: its blocks of every map, map after map."""
         ci = tf.gather(colour_ids, slot)

@@ -63,6 +63,7 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     colour_ids, map_orders = scan_orders(model, l, fold_seed(seed, random.SALTS["scan_order"]))
     offsets = np.stack([[model.offset_mask(l, a, b, m) for m in range(p2)] for a, b in col.colours()])
     members = np.stack([col.member_mask(a, b) for a, b in col.colours()])
+
     def one_colour(slot, ci, maps, carry):
         resid, z_k = carry
         a, b = ci // col.g_w, ci % col.g_w
@@ -219,6 +220,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     vmask[: g.nbh, : g.nbw] = model.position_valid(0)
     vmask = vmask.reshape(col.n_h, col.g_h, col.n_w, col.g_w, p2)
     valids = np.stack([vmask[:, a, :, b] for a, b in col.colours()])
+
     def one_colour(slot, ci, maps, carry):
         resid, z_k = carry
         a, b = ci // col.g_w, ci % col.g_w
