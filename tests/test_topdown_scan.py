@@ -24,10 +24,10 @@ def _nodes(concrete) -> int:
     return len(gd.node) + sum(len(f.node_def) for f in gd.library.function)
 
 
-def _topdown_nodes(dict_sizes, fast: bool, scan: str) -> tuple[int, int]:
+def _topdown_nodes(dict_sizes, fast: bool, order: str) -> tuple[int, int]:
     """(graph nodes of local_steps, colours of both layers) of a two-layer 16 x 16 model."""
     model = DeepModel((16, 16, 1), [{"dict_size": dict_sizes[0], "n_dict": 3, "pool": 2},
-                                    {"dict_size": dict_sizes[1], "n_dict": 2, "pool": 1}], scan=scan)
+                                    {"dict_size": dict_sizes[1], "n_dict": 2, "pool": 1}], scan=order)
     rng = np.random.default_rng(0)
     ds = [rng.normal(size=(g.dh, g.dw, g.c, g.k)).astype(np.float32) for g in model.geoms]
     x = rng.normal(size=(2, 16, 16, 1)).astype(np.float32)
@@ -42,11 +42,11 @@ def test_a_traced_topdown_sweep_does_not_grow_with_the_colours():
     """Footprints 5 and 3 (9 + 16 colours) against 3 and 2 (4 + 9): the same graph size
     within 10 %, on the fast and the generic paths, random and fixed scan."""
     for fast in (True, False):
-        for scan in ("random", "fixed"):
-            small, c_small = _topdown_nodes((3, 2), fast, scan)
-            large, c_large = _topdown_nodes((5, 3), fast, scan)
+        for order in ("random", "fixed"):
+            small, c_small = _topdown_nodes((3, 2), fast, order)
+            large, c_large = _topdown_nodes((5, 3), fast, order)
             assert (c_small, c_large) == (13, 25)
-            assert large < 1.1 * small, (fast, scan, small, large)
+            assert large < 1.1 * small, (fast, order, small, large)
 
 
 def test_a_traced_pretraining_sweep_does_not_grow_with_the_colours():
