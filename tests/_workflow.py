@@ -128,7 +128,7 @@ TINY_BLOCK = {
     "supervised": {"n_train": None, "n_test": None, "chunk": 20, "burn_in": 1, "collect": 1, "n_leapfrog": 2,
                    "svm_warmup": 2, "svm_average": 2, "checkpoint_every": 1},
     "svm": {"burn_in": 10, "collect": 10},
-    "learning_curve": {"sizes": [20], "methods": ["pretrained_svm"]},
+    "learning_curve": {"sizes": [20], "methods": ["pretrained_svm", "cnn"]},
     "cnn": {"epochs": 1, "fc_units": 32},
 }
 

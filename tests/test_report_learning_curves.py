@@ -109,3 +109,53 @@ def test_plot_writes_a_png(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lc.plot_learning_curves(rows[-1:], tmp_path / "none.png", "nothing fitted")
     assert (tmp_path / "none.png").stat().st_size > 0
+
+
+def _images(n: int, rng, classes: int = 3, side: int = 12):
+    """Class c brightens its own third of the rows, in noise."""
+    y = rng.integers(0, classes, n)
+    x = rng.normal(0.0, 0.5, (n, side, side, 1)).astype(np.float32)
+    for c in range(classes):
+        x[y == c, c * side // classes:(c + 1) * side // classes] += 1.0
+    return x, y
+
+
+def test_the_cnn_curve_trains_afresh_on_the_svm_rows_images_at_each_size(monkeypatch):
+    """At each size below its own the CNN trains on exactly training_rows' images (those
+    the SVM rows' curves take) with the cnn rule's options and seed, and is scored on every
+    test image; its own run is the point at its size, not trained again."""
+    from dgdm_tf.baselines import cnn
+
+    rng = np.random.default_rng(4)
+    x_tr, y_tr = _images(90, rng)
+    x_te, y_te = _images(60, rng)
+    idx = np.arange(90)  # the whole split in file order: the stratified seeded draw
+    opts = cnn.CnnOptions(epochs=1, batch_size=16, fc_units=8)
+    layers = [{"dict_size": 3, "n_dict": 4, "pool": 2}]
+    seen = []
+    real = cnn.train_cnn
+
+    def spy(train, test, options, **kw):
+        seen.append((train[0], train[1], test[0], options, kw["seed"]))
+        return real(train, test, options, **kw)
+
+    monkeypatch.setattr(cnn, "train_cnn", spy)
+    own = {"n_train": 90, "n_test": 60, "test_error_pct": 7.5, "train_error_pct": 1.0,
+           "wall_seconds_by_step": {"prepare": 1.0, "cnn": 9.0}}
+    kw = dict(n_classes=3, sizes=[20, 45, 90, 200], options=opts, layers=layers, seed=11,
+              idx_train=idx, subset_seed=5)
+    rows = lc.cnn_learning_curve(x_tr, y_tr, x_te, y_te, row_metrics=own, **kw)
+    assert [(r["method"], r["n_train"], r["source"]) for r in rows] == [
+        ("cnn", 20, "fit"), ("cnn", 45, "fit"), ("cnn", 90, "row"), ("cnn", 200, "skipped")]
+    assert rows[2]["test_error_pct"] == 7.5 and rows[2]["seconds"] == 9.0
+    assert len(seen) == 2
+    for (x, y, xt, o, seed), n in zip(seen, (20, 45)):
+        sel = lc.training_rows(idx, y_tr, n, 5)
+        assert np.array_equal(x, x_tr[sel]) and np.array_equal(y, y_tr[sel])
+        assert xt is x_te or np.array_equal(xt, x_te)
+        assert o == opts and seed == 11
+    for r in rows[:2]:
+        assert 0 <= r["test_error_pct"] <= 100 and r["n_test"] == 60
+    # the same seed twice: the same curve
+    again = lc.cnn_learning_curve(x_tr, y_tr, x_te, y_te, row_metrics=own, **kw)
+    assert [r["test_error_pct"] for r in again[:2]] == [r["test_error_pct"] for r in rows[:2]]

@@ -210,7 +210,8 @@ def test_schema_enums_match_the_library():
     assert set(ds["paper_table"]["enum"]) - {None} == set(paper.PAPER_TABLES)
     assert set(IMPLEMENTED_METHODS) <= set(paper.METHOD_LABELS)
     curve = ds["learning_curve"]["properties"]["methods"]
-    assert curve["items"]["enum"] == curve["default"] == list(CURVE_METHODS)
+    assert curve["default"] == list(CURVE_METHODS)
+    assert curve["items"]["enum"] == list(CURVE_METHODS) + ["cnn"]  # the CNN: rule cnn_learning_curve
 
 
 @pytest.mark.parametrize("features, says", [("mcem", "MCEM MAP of the top layer (Algorithm 2: 2 Gibbs sweeps, then MCEM iterations to tol 0.001, at most 4)"),
@@ -445,3 +446,23 @@ def test_rows_paired_with_the_pretrained_row_get_its_last_column():
     alone = {"mnist": {**datasets["mnist"], "methods": ["unsupervised_svm"]}}
     assert "McNemar" not in tables.render_tables(alone, metrics, paired={})
     assert "McNemar" not in tables.render_tables(datasets, metrics)
+
+
+@pytest.mark.parametrize("method, cfg, n_train, says", [
+    ("pretrained_svm", {"pretrain": {"n_images": 1000}, "refine": {"n_images": 1000}}, 60000,
+     "layers pretrained on 1000 of 60000 images"),
+    ("unsupervised_svm", {"pretrain": {"n_images": 1000}, "refine": {"n_images": 500}}, 60000,
+     "layers pretrained on 1000, refined on 500 of 60000 images"),
+    ("supervised", {"pretrain": {"n_images": 1000}, "refine": {"n_images": 500},
+                    "supervised": {"start_from": "refined"}}, 60000,
+     "layers pretrained on 1000, refined on 500 of 60000 images (then its chain on all of them)"),
+    ("supervised", {"pretrain": {"n_images": 1000}, "refine": {"n_images": 500},
+                    "supervised": {"start_from": "pretrained"}}, 60000,
+     "layers pretrained on 1000 of 60000 images (then its chain on all of them)"),
+    ("pretrained_svm", {"pretrain": {"n_images": 1000}}, 1000, "")])
+def test_a_paper_rows_label_names_the_subsets_its_layers_learned_on(method, cfg, n_train, says):
+    """A row whose dictionaries were pretrained (or refined) on fewer images than it trains
+    its classifier on says so in its label, and says nothing where they are all its images."""
+    m = {"config": cfg, "hyper": {}, "n_train": n_train, "n_models_averaged": 2}
+    recipe = run_notes.row_recipe(method, m)
+    assert (says in recipe) if says else "layers " not in recipe, recipe

@@ -108,8 +108,8 @@ def test_smoke_end_to_end_tables(smoke_run):
 
 def test_smoke_learning_curves(smoke_run):
     """Each SVM row asked refitted at the smoke sizes (20, 60): the two rows on 300 images
-    end at their own fit, unsupervised_svm (60 images) at 60, its own fit; the figure and
-    the line in results/tables.md."""
+    end at their own fit, unsupervised_svm (60 images) at 60, its own fit; the CNN trained
+    afresh at 20 and 60, its own run at 300; the figure and the line in results/tables.md."""
     import pandas as pd
 
     repo, _ = smoke_run
@@ -119,7 +119,8 @@ def test_smoke_learning_curves(smoke_run):
     got = [(r.method, int(r.n_train), r.source) for r in df.itertuples()]
     assert got == [(m, n, s) for m in ("pretrained_svm", "pretrained_block_svm")
                    for n, s in ((20, "fit"), (60, "fit"), (300, "row"))] + [
-        ("unsupervised_svm", 20, "fit"), ("unsupervised_svm", 60, "row")]
+        ("unsupervised_svm", 20, "fit"), ("unsupervised_svm", 60, "row"),
+        ("cnn", 20, "fit"), ("cnn", 60, "fit"), ("cnn", 300, "row")]  # rule cnn_learning_curve
     assert (df["n_test"] == np.where(df["method"] == "unsupervised_svm", 40, 200)).all()
     p = df["test_error_pct"] / 100
     assert np.allclose(df["se_pct"], 100 * np.sqrt(p * (1 - p) / df["n_test"]), rtol=1e-5)

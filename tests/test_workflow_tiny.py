@@ -149,7 +149,10 @@ def test_pretrained_row_run_directory(tiny_run):
     assert not list((repo / DS / "pretrain").glob("*_ckpt"))  # gone once the layers are written
     curve = pd.read_csv(repo / DS / "learning_curve.csv")
     assert [(r.method, int(r.n_train), r.source) for r in curve.itertuples()] == [
-        ("pretrained_svm", 20, "fit"), ("pretrained_svm", 80, "row")]
+        ("pretrained_svm", 20, "fit"), ("pretrained_svm", 80, "row"),
+        ("cnn", 20, "fit"), ("cnn", 80, "row")]  # the CNN trained afresh on 20 (cnn_learning_curve)
+    cnn = json.loads((repo / f"{DS}/cnn/metrics.json").read_text())
+    assert curve["test_error_pct"].iloc[-1] == pytest.approx(cnn["test_error_pct"], abs=1e-4)
     assert _is_png(repo / f"{DS}/figures/learning_curve.png")
 
 

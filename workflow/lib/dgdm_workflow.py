@@ -491,22 +491,25 @@ class Wiring:
         return curve_methods(self.ds_cfg(ds))
 
     def learning_curve_inputs(self, wc) -> dict:
-        """Each curve row's features and metrics.json (its own fit: the point at its size),
-        in the order of :meth:`learning_curve_rows`."""
+        """Each SVM curve row's features and metrics.json (its own fit: the point at its
+        size), in the order of :meth:`learning_curve_rows`; the CNN's curve (rule
+        cnn_learning_curve) where `cnn` is on it."""
         methods = self.learning_curve_methods(wc.ds)
         if not methods:
             raise WorkflowError(
                 f"results/{wc.ds}/learning_curve.csv: {wc.ds} has no learning curve "
                 f"(datasets.{wc.ds}.learning_curve.sizes is empty, or none of its "
                 f"learning_curve.methods is in datasets.{wc.ds}.methods)")
-        return {"features": [f"results/{wc.ds}/{m}/features.npz" for m in methods],
-                "metrics": [f"results/{wc.ds}/{m}/metrics.json" for m in methods]}
+        svm_rows = [m for m in methods if m != "cnn"]
+        return {"features": [f"results/{wc.ds}/{m}/features.npz" for m in svm_rows],
+                "metrics": [f"results/{wc.ds}/{m}/metrics.json" for m in svm_rows],
+                "cnn": [f"results/{wc.ds}/cnn/learning_curve.csv"] if "cnn" in methods else []}
 
     def learning_curve_rows(self, wc) -> dict:
-        """Curve row -> the svm rule's settings for it: {"svm": keyword arguments,
+        """SVM curve row -> the svm rule's settings for it: {"svm": keyword arguments,
         "view": svm_view}."""
         return {m: {"svm": self._svm_settings(wc.ds, m), "view": self._svm_view(wc.ds, m)}
-                for m in self.learning_curve_methods(wc.ds)}
+                for m in self.learning_curve_methods(wc.ds) if m != "cnn"}
 
     # --- the reference row (encoder_svm) and its runs at the Gibbs rows' images
     @staticmethod

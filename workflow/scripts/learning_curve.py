@@ -1,6 +1,6 @@
 """rule learning_curve: each curve row's SVM refitted at each training size
-(dgdm_tf.report.learning_curves.learning_curve), results/{ds}/learning_curve.csv and the
-figure (plot_learning_curves)."""
+(dgdm_tf.report.learning_curves.learning_curve) and the CNN's curve (rule
+cnn_learning_curve), results/{ds}/learning_curve.csv and the figure (plot_learning_curves)."""
 
 import json
 
@@ -36,6 +36,10 @@ for (method, s), feat_path, metrics_path in zip(settings.items(), snakemake.inpu
         seed=seed_for(seed, seed_ds, method, "svm"),  # the svm rule's seed for this row
         idx_train=feats.train.idx, subset_seed=subset_seeds(seed, seed_ds)["train"],
         row_metrics=json.loads(open(metrics_path).read()), progress=progress)
+
+for path in snakemake.input.cnn:  # the CNN's curve (rule cnn_learning_curve)
+    rows += pd.read_csv(path).astype(object).where(lambda df: df.notna(), None).to_dict("records")
+    progress(f"cnn: its curve from {path}")
 
 with atomic_io.atomic_path(snakemake.output.csv) as tmp:
     pd.DataFrame(rows, columns=list(lc.COLUMNS)).to_csv(tmp, index=False, float_format="%.6g")

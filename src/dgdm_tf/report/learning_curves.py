@@ -50,43 +50,31 @@ def training_rows(idx: np.ndarray | None, y: np.ndarray, n: int, seed: int) -> n
     return np.arange(n)
 
 
-def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: int,
-                   sizes: Iterable[int], svm: SvmOptions, seed: int,
-                   view: str = "signed", idx_train=None, subset_seed: int = 0,
-                   row_metrics: Mapping[str, Any] | None = None,
-                   progress: Callable[[str], None] | None = None,
-                   svm_progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row's learning curve: its SVM refitted at each training size, sorted by size.
-
-    ``f_*``, ``y_*``: the row's features and labels as stored (its features.npz), read by
-    the SVM under ``view`` (:func:`dgdm_tf.supervised.feature_view.svm_view`); ``svm``:
-    the SVM's options (:class:`dgdm_tf.supervised.options.SvmOptions`, the svm rule's for
-    this row); ``seed``: its seed (the svm rule's). At each n of ``sizes`` the SVM trains on
-    :func:`training_rows` (``idx_train``, ``subset_seed``) and is scored on every test
-    image. A size above the row's training images gives a ``skipped`` row. With
-    ``row_metrics`` (the row's metrics.json, on these very images: its ``n_train`` and
-    ``n_test``) the row's own fit is the point at its size, not fitted again.
-    ``progress``: called once per fit; ``svm_progress``: per SVM sweep or EM step.
-    """
+def curve_rows(method: str, n_avail: int, n_test: int, sizes: Iterable[int],
+               fit: Callable[[int], tuple[float, float]], *,
+               row_metrics: Mapping[str, Any] | None = None, view: str | None = None,
+               progress: Callable[[str], None] | None = None) -> list[dict]:
+    """One row's learning curve (:data:`COLUMNS`), sorted by size: ``fit(n)`` trains the
+    row's classifier on its first ``n`` training images and returns its (test, train)
+    error in %. A size above ``n_avail`` gives a ``skipped`` row. With ``row_metrics``
+    (the row's metrics.json, on these very images: its ``n_train``, ``n_test`` and, where
+    ``view`` is given, its ``svm_view``) the row's own fit is the point at its size, not
+    fitted again. ``progress``: called once per fit."""
     say = progress or (lambda _msg: None)
-    from dgdm_tf.supervised.svm_classifier import BayesianSVM
-
-    y_train, y_test = np.asarray(y_train, np.int64), np.asarray(y_test, np.int64)
-    n_avail, n_test = len(y_train), len(y_test)
-    f_train, f_test = svm_view(f_train, view), svm_view(f_test, view)
     rows: list[dict] = []
     own = None
     if row_metrics is not None:
         same = (int(row_metrics.get("n_train", -1)) == n_avail
                 and int(row_metrics.get("n_test", -1)) == n_test
-                and row_metrics.get("svm_view", view) == view)
+                and (view is None or row_metrics.get("svm_view", view) == view))
         if same:
             err = float(row_metrics["test_error_pct"])
+            by_step = row_metrics.get("wall_seconds_by_step") or {}
             own = {"method": method, "n_train": n_avail, "n_test": n_test,
                    "test_error_pct": err, "se_pct": standard_error_pct(err, n_test),
                    "train_error_pct": float(row_metrics["train_error_pct"]),
-                   "seconds": (row_metrics.get("wall_seconds_by_step") or {}).get("svm"),
-                   "source": "row", "note": "the row's own SVM (its metrics.json)"}
+                   "seconds": by_step.get("svm", by_step.get(method)),
+                   "source": "row", "note": "the row's own fit (its metrics.json)"}
             rows.append(own)
             say(f"{method}: {n_avail} training images (the row's own fit): test error "
                 f"{err:.2f} +- {own['se_pct']:.2f}%")
@@ -103,12 +91,8 @@ def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: 
             continue
         if own is not None and n == n_avail:
             continue
-        sel = training_rows(idx_train, y_train, n, subset_seed)
         t0 = time.perf_counter()
-        model = BayesianSVM(n_classes, svm, seed=seed, progress=svm_progress)
-        model.fit(f_train[sel], y_train[sel])
-        err = error_pct(model.predict(f_test), y_test)
-        train_err = error_pct(model.predict(f_train[sel]), y_train[sel])
+        err, train_err = fit(n)
         row = {"method": method, "n_train": n, "n_test": n_test, "test_error_pct": err,
                "se_pct": standard_error_pct(err, n_test), "train_error_pct": train_err,
                "seconds": time.perf_counter() - t0, "source": "fit", "note": ""}
@@ -116,6 +100,61 @@ def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: 
         say(f"{method}: {n} training images: test error {err:.2f} +- {row['se_pct']:.2f}% "
             f"(train {train_err:.2f}%), {row['seconds']:.1f} s")
     return sorted(rows, key=lambda r: r["n_train"])
+
+
+def learning_curve(f_train, y_train, f_test, y_test, *, method: str, n_classes: int,
+                   sizes: Iterable[int], svm: SvmOptions, seed: int,
+                   view: str = "signed", idx_train=None, subset_seed: int = 0,
+                   row_metrics: Mapping[str, Any] | None = None,
+                   progress: Callable[[str], None] | None = None,
+                   svm_progress: Callable[[str], None] | None = None) -> list[dict]:
+    """One SVM row's learning curve (:func:`curve_rows`): its SVM refitted at each size.
+
+    ``f_*``, ``y_*``: the row's features and labels as stored (its features.npz), read by
+    the SVM under ``view`` (:func:`dgdm_tf.supervised.feature_view.svm_view`); ``svm``:
+    the SVM's options (:class:`dgdm_tf.supervised.options.SvmOptions`, the svm rule's for
+    this row); ``seed``: its seed (the svm rule's). At each n of ``sizes`` the SVM trains on
+    :func:`training_rows` (``idx_train``, ``subset_seed``) and is scored on every test
+    image. ``svm_progress``: per SVM sweep or EM step.
+    """
+    from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
+    y_train, y_test = np.asarray(y_train, np.int64), np.asarray(y_test, np.int64)
+    f_train, f_test = svm_view(f_train, view), svm_view(f_test, view)
+
+    def fit(n: int) -> tuple[float, float]:
+        sel = training_rows(idx_train, y_train, n, subset_seed)
+        model = BayesianSVM(n_classes, svm, seed=seed, progress=svm_progress)
+        model.fit(f_train[sel], y_train[sel])
+        return (error_pct(model.predict(f_test), y_test),
+                error_pct(model.predict(f_train[sel]), y_train[sel]))
+
+    return curve_rows(method, len(y_train), len(y_test), sizes, fit, row_metrics=row_metrics,
+                      view=view, progress=progress)
+
+
+def cnn_learning_curve(x_train, y_train, x_test, y_test, *, n_classes: int, sizes: Iterable[int],
+                       options, layers, seed: int, idx_train=None, subset_seed: int = 0,
+                       row_metrics: Mapping[str, Any] | None = None,
+                       progress: Callable[[str], None] | None = None,
+                       cnn_progress: Callable[[str], None] | None = None) -> list[dict]:
+    """The CNN's learning curve (:func:`curve_rows`, method ``cnn``): the same-shape CNN
+    (:func:`dgdm_tf.baselines.cnn.train_cnn` with ``options``, ``layers`` and ``seed``,
+    the cnn rule's) trained afresh at each size on :func:`training_rows`, the images the
+    SVM rows' curves take at that size, and scored on every test image."""
+    from dgdm_tf.baselines.cnn import train_cnn
+
+    y_train, y_test = np.asarray(y_train, np.int64), np.asarray(y_test, np.int64)
+    quiet = cnn_progress or (lambda _msg: None)
+
+    def fit(n: int) -> tuple[float, float]:
+        sel = training_rows(idx_train, y_train, n, subset_seed)
+        out = train_cnn((x_train[sel], y_train[sel]), (x_test, y_test), options, layers=layers,
+                        n_classes=n_classes, seed=seed, progress=quiet)
+        return float(out["test_error_pct"]), float(out["train_error_pct"])
+
+    return curve_rows("cnn", len(y_train), len(y_test), sizes, fit, row_metrics=row_metrics,
+                      progress=progress)
 
 
 def paper_test_errors(paper_table: str | None) -> dict[str, float]:
@@ -185,7 +224,7 @@ def plot_learning_curves(rows: Iterable[Mapping[str, Any]], path: str | os.PathL
     ax.set_ylabel("test error (%), +-1 standard error")
     ax.set_title(title, fontsize=9)
     skipped = df[df["source"] == "skipped"]
-    lines = ["Open diamond: the row's own SVM, as in results/tables.md. Bars: the binomial "
+    lines = ["Open diamond: the row's own fit, as in results/tables.md. Bars: the binomial "
              "standard error of each test error, 100 sqrt(p (1 - p) / n_test)."]
     by_sizes: dict[tuple, list[str]] = {}  # (sizes, why) -> the rows that skipped them
     for method in dict.fromkeys(skipped["method"]):

@@ -118,6 +118,9 @@ def row_recipe(method: str, m: Mapping[str, Any]) -> str:
     if method == "supervised":  # the one row that averages models' decision values
         n_models = int(m.get("n_models_averaged") or 1)
         bits.append(f"{n_models} model{'s' if n_models > 1 else ''} averaged")
+    subsets = _model_subsets(method, m)
+    if subsets:
+        bits.append(subsets)
     chain = m.get("chain") or {}
     if chain.get("settled") is False:  # its model is a draw of the chain's transient
         drifting = chain.get("drifting") or []
@@ -247,3 +250,21 @@ def _cnn_note(m: Mapping[str, Any]) -> str:
     if m.get("train_error_pct") is not None:
         bits.append(f"train error {m['train_error_pct']:.2f}%")
     return "`cnn` ran with " + "; ".join(b for b in bits if b) + "."
+
+
+def _model_subsets(method: str, m: Mapping[str, Any]) -> str:
+    """The images a paper row's dictionaries were learned on where they are fewer than
+    the row's training images (pretraining's and refinement's own subsets), for its
+    label: "layers pretrained on 1000, refined on 1000 of 60000 images"; "" otherwise."""
+    cfg = m.get("config", {}) or {}
+    n = m.get("n_train")
+    pre = m.get("pretrain_n_images", (cfg.get("pretrain") or {}).get("n_images"))
+    refined = method == "unsupervised_svm" or (
+        method == "supervised" and (cfg.get("supervised") or {}).get("start_from") == "refined")
+    ref = m.get("refine_n_images", (cfg.get("refine") or {}).get("n_images")) if refined else None
+    sizes = [("pretrained", pre), ("refined", ref)]
+    if n is None or all(k is None or int(k) >= int(n) for _, k in sizes):
+        return ""
+    told = [f"{what} on {int(k)}" for what, k in sizes if k is not None]
+    own = " (then its chain on all of them)" if method == "supervised" else ""
+    return f"layers {', '.join(told)} of {int(n)} images{own}"

@@ -234,9 +234,10 @@ def render_dataset_table(ds: str, block: Mapping[str, Any],
     curves = curve_methods(block)
     if curves:
         sizes = ", ".join(str(n) for n in block["learning_curve"]["sizes"])
+        cnn_too = " (the CNN trained afresh)" if "cnn" in curves else ""
         out.append(f"Learning curves ({', '.join(f'`{m}`' for m in curves)}: each row's SVM "
-                   f"refitted on the first {sizes} of its training images, test error against "
-                   f"training images): `results/{ds}/learning_curve.csv`, "
+                   f"refitted{cnn_too} on the first {sizes} of its training images, test error "
+                   f"against training images): `results/{ds}/learning_curve.csv`, "
                    f"`results/{ds}/figures/learning_curve.png`.")
         out.append("")
     if (ds, "inpainting") in metrics:
