@@ -671,6 +671,30 @@ def test_element_purity_reads_a_chains_checkpoint(tmp_path):
         probe.main([str(chain), str(chain)])
 
 
+def test_nodes_wall_time(tmp_path, capsys):
+    """The projection of a saved DAG from its jobs' benchmark files: one node runs them one
+    after another; on four the features rule's shards split (each part + its overhead)."""
+    repo = tmp_path / "repo"
+    (repo / "workflow").mkdir(parents=True)
+    (repo / "workflow" / "rules").symlink_to(REPO / "workflow" / "rules")
+    for rel_path, s in (("prepare/x.tsv", 10), ("pretrain_layer/x/layer1.tsv", 30),
+                        ("features/x.tsv", 400), ("svm/x_pretrained_svm.tsv", 50)):
+        f = repo / "results" / "benchmarks" / "rules" / rel_path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"s\th:m:s\n{s}\t0:00:01\n")
+    dot = tmp_path / "dag.dot"
+    dot.write_text("digraph snakemake_dag {\n"
+                   + "".join(f'\t{i}[label = "{label}", color = "0.6 0.6 0.85"];\n' for i, label in enumerate(
+                       ["tables", "svm\\nmethod: pretrained_svm", "features", "prepare", "pretrain_layer\\nl: 1"]))
+                   + "\t1 -> 0\n\t2 -> 1\n\t4 -> 2\n\t3 -> 4\n\t3 -> 2\n}\n")
+    got = load_probe(EXPERIMENTS / "scaling" / "nodes_wall_time.py").main(
+        ["--repo", str(repo), "--ds", "x", "--dag", str(dot), "--nodes", "1,4", "--shard-overhead", "20"])
+    assert [r["seconds"] for r in got["rows"]] == [490, 10 + 30 + 120 + 50]
+    assert got["rows"][1]["critical_path"] == ["prepare", "pretrain_layer[1]", "features", "svm[pretrained_svm]", "tables"]
+    assert got["missing"] == ["tables"]
+    assert "not measured (counted as 0 s): tables" in capsys.readouterr().out
+
+
 SMOKE_RUNS = {
     "length/algorithm1.py": test_algorithm1,
     "length/chain_length.py": test_chain_length,
@@ -686,5 +710,6 @@ SMOKE_RUNS = {
     "scaling/pretrain_floor_ratio.py": test_pretrain_floor_ratio,
     "tracing/grappler_cost.py": test_grappler_cost,
     "recovery/recovery_grid.py": test_recovery_grid,
+    "scaling/nodes_wall_time.py": test_nodes_wall_time,
 }
 
