@@ -671,6 +671,18 @@ def test_element_purity_reads_a_chains_checkpoint(tmp_path):
         probe.main([str(chain), str(chain)])
 
 
+def test_em_steps(results, tmp_path):
+    """The EM row's fits at fewer steps, each paired against the most steps' on the same
+    test images (smoke: 1 and 2 steps on 20 images of the block posteriors' features)."""
+    out = tmp_path / "em.json"
+    rows = load_probe(EXPERIMENTS / "svm_wide" / "em_steps.py").main(
+        ["--results", str(results), "--method", "pretrained_block_svm", "--smoke", "--out", str(out)])
+    assert [(r["n_train"], r["steps"]) for r in rows] == [(20, 1), (20, 2)]
+    assert rows[1]["against_most_steps"]["diff_pct_points"] == 0.0  # the most steps against itself
+    assert all(0 <= r["test_error_pct"] <= 100 for r in rows)
+    assert json.loads(out.read_text())["rows"][0]["steps"] == 1
+
+
 def test_nodes_wall_time(tmp_path, capsys):
     """The projection of a saved DAG from its jobs' benchmark files: one node runs them one
     after another; on four the features rule's shards split (each part + its overhead)."""
@@ -711,5 +723,6 @@ SMOKE_RUNS = {
     "tracing/grappler_cost.py": test_grappler_cost,
     "recovery/recovery_grid.py": test_recovery_grid,
     "scaling/nodes_wall_time.py": test_nodes_wall_time,
+    "svm_wide/em_steps.py": test_em_steps,
 }
 
