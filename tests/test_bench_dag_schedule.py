@@ -59,8 +59,9 @@ def test_dag_jobs_read_each_jobs_benchmark_file(tmp_path):
     for rel, s in (("b/svm/x_pretrained_svm.tsv", 12.5), ("b/features/x.tsv", 100.0),
                    ("b/pl/x/layer1.tsv", 30.0)):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(f"s\th:m:s\tmax_rss\n{s}\t0:00:10\t100\n")
+        (tmp_path / rel).write_text(f"s\th:m:s\tmax_rss\n{s}\t0:00:10\t{10 * s}\n")
     jobs = ds.dag_jobs(DOT, pats, tmp_path, defaults={"ds": "x"})
+    assert jobs["2"].max_rss_mb == 1000.0 and jobs["0"].max_rss_mb is None
     assert {j.name: j.seconds for j in jobs.values()} == {
         "tables": None, "svm[pretrained_svm]": 12.5, "features": 100.0, "prepare": None,
         "pretrain_layer[1]": 30.0}

@@ -704,6 +704,7 @@ def test_nodes_wall_time(tmp_path, capsys):
     assert [r["seconds"] for r in got["rows"]] == [490, 10 + 30 + 120 + 50]
     assert got["rows"][1]["critical_path"] == ["prepare", "pretrain_layer[1]", "features", "svm[pretrained_svm]", "tables"]
     assert got["missing"] == ["tables"]
+    assert got["jobs"]["features"] == {"seconds": 400.0, "max_rss_mb": None}  # no max_rss column
     assert "not measured (counted as 0 s): tables" in capsys.readouterr().out
 
 

@@ -6,8 +6,8 @@ unless ``--dag`` gives its output) and each job's benchmark file under
 the machine that measured them (dgdm_tf.bench.dag_schedule): each job on one node, the
 rules with shard jobs (config ``shards``) split over every node, each part paying
 ``--shard-overhead`` seconds of its own start-up. Prints, per node count, the projected
-wall time and the chain of jobs that bounds it; jobs with no benchmark file are named
-and counted as 0 s.
+wall time and the chain of jobs that bounds it, after each job's measured wall time and
+peak RSS; jobs with no benchmark file are named and counted as 0 s.
 
     python experiments/scaling/nodes_wall_time.py --repo <clone> --ds paper_size \
         --targets results/paper_size/tables.md results/paper_size/learning_curve.csv \
@@ -64,6 +64,11 @@ def main(argv=None):
     print(f"{len(jobs)} jobs, {len(jobs) - len(missing)} measured: {fmt(measured)} one after another")
     if missing:
         print(f"not measured (counted as 0 s): {', '.join(missing)}")
+    print("| job | wall | peak RSS |\n|---|---|---|")
+    for j in sorted(jobs.values(), key=lambda j: -(j.seconds or 0.0)):
+        if j.seconds is not None:
+            rss = f"{j.max_rss_mb / 1024:.2f} GB" if j.max_rss_mb is not None else "-"
+            print(f"| {j.name} | {fmt(j.seconds)} | {rss} |")
     print("| nodes | projected wall time | nodes busy | the chain that bounds it (unlimited nodes) |")
     print("|---|---|---|---|")
     rows = []
@@ -75,7 +80,8 @@ def main(argv=None):
         rows.append({"nodes": n, "seconds": got["seconds"], "busy": got["busy"],
                      "critical_seconds": bound, "critical_path": [jobs[c].name for c in chain]})
     out = {"ds": args.ds, "targets": targets, "shard_overhead_s": args.shard_overhead,
-           "jobs": {j.name: j.seconds for j in jobs.values()}, "missing": missing, "rows": rows}
+           "jobs": {j.name: {"seconds": j.seconds, "max_rss_mb": j.max_rss_mb} for j in jobs.values()},
+           "missing": missing, "rows": rows}
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     return out

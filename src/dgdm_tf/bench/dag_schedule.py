@@ -28,14 +28,16 @@ _BENCH = re.compile(r'^\s+benchmark:\s*\n\s+"([^"]+)"', re.M)
 
 @dataclass(frozen=True)
 class Job:
-    """One job of the DAG: its rule, wildcards, measured seconds (None: not measured),
-    the jobs it needs and whether its per-image work splits into shards."""
+    """One job of the DAG: its rule, wildcards, measured seconds and peak RSS in MB
+    (None: not measured), the jobs it needs and whether its per-image work splits into
+    shards."""
     name: str
     rule: str
     wildcards: Mapping[str, str]
     seconds: float | None
     deps: tuple[str, ...]
     shards: bool = False
+    max_rss_mb: float | None = None
 
 
 def parse_dot(text: str) -> tuple[dict[str, tuple[str, dict[str, str]]], list[tuple[str, str]]]:
@@ -69,13 +71,15 @@ def benchmark_patterns(smk_texts: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def measured_seconds(path: str | Path) -> float | None:
-    """The wall seconds of a Snakemake benchmark file (its last row's ``s``), None when
-    there is no file."""
+def measured(path: str | Path) -> tuple[float, float | None] | None:
+    """(wall seconds, peak RSS in MB) of a Snakemake benchmark file (its last row's ``s``
+    and ``max_rss``; the RSS None where not recorded), None when there is no file."""
     path = Path(path)
     if not path.is_file():
         return None
-    return float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+    row = pd.read_csv(path, sep="\t").iloc[-1]
+    rss = pd.to_numeric(row.get("max_rss"), errors="coerce")
+    return float(row["s"]), None if pd.isna(rss) else float(rss)
 
 
 def dag_jobs(dot: str, patterns: Mapping[str, str], root: str | Path, *,
@@ -93,13 +97,15 @@ def dag_jobs(dot: str, patterns: Mapping[str, str], root: str | Path, *,
         wc = {**(defaults or {}), **wc}
         name = rule + "".join(f"[{v}]" for k, v in sorted(wc.items()) if k not in (defaults or {}))
         pattern = patterns.get(rule)
-        seconds = None
+        got = None
         if pattern is not None:
             try:
-                seconds = measured_seconds(Path(root) / pattern.format(**wc))
+                got = measured(Path(root) / pattern.format(**wc))
             except KeyError:  # a wildcard neither the label nor the defaults give
-                seconds = None
-        jobs[n] = Job(name, rule, wc, seconds, tuple(deps[n]), shards=f"{rule}_shard" in patterns)
+                got = None
+        seconds, rss = got if got is not None else (None, None)
+        jobs[n] = Job(name, rule, wc, seconds, tuple(deps[n]), shards=f"{rule}_shard" in patterns,
+                      max_rss_mb=rss)
     return jobs
 
 
