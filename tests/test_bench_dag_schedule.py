@@ -92,6 +92,9 @@ def test_a_sharded_job_splits_over_the_nodes_each_part_paying_its_overhead():
     assert got["seconds"] == 10 + (100 + 20) + 50
     assert got["busy"] == pytest.approx((10 + 4 * 120 + 50) / (4 * 180))
     assert ds.critical_path(jobs, 4, shard_overhead_s=20)[0] == 180
+    # a sharded job not yet measured counts 0 s, its parts' start-up too
+    unmeasured = {**jobs, "feat": job("feat", None, ["prep"], shards=True)}
+    assert ds.schedule(unmeasured, 4, shard_overhead_s=20)["seconds"] == 60
 
 
 def test_a_cycle_or_no_node_is_refused():

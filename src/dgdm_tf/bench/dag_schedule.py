@@ -110,9 +110,10 @@ def dag_jobs(dot: str, patterns: Mapping[str, str], root: str | Path, *,
 
 
 def _part(job: Job, nodes: int, shard_overhead_s: float) -> tuple[int, float]:
-    """(parts, seconds a part) of a job on ``nodes`` nodes."""
+    """(parts, seconds a part) of a job on ``nodes`` nodes; a job not measured is one
+    part of 0 s."""
     t = float(job.seconds or 0.0)
-    if job.shards and nodes > 1:
+    if job.shards and nodes > 1 and job.seconds is not None:
         return nodes, t / nodes + shard_overhead_s
     return 1, t
 
