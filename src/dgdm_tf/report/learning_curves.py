@@ -5,11 +5,12 @@ A row's features stay as its features rule wrote them; only its Bayesian SVM
 and seed) is refitted on the first n of its training images for each n, and tested on
 all of its test images. Where the curve still falls at the row's own size, more data
 would close part of the distance to the paper; where it is flat, the rest is the
-features (the pretraining's length and the inference route).
+features (the pretraining's length and the inference route). Beside them, the CNN
+baseline trained afresh on the same images at each size (:func:`cnn_learning_curve`).
 
 Columns of a curve's rows (:data:`COLUMNS`): ``method``, ``n_train``, ``n_test``,
 ``test_error_pct``, ``se_pct`` (:func:`dgdm_tf.report.scores.standard_error_pct`), ``train_error_pct``,
-``seconds`` (the fit and both predictions; the row's own fit: its svm rule's time),
+``seconds`` (the fit and both predictions; the row's own fit: its svm or cnn rule's time),
 ``source`` (``fit``; ``row``: the row's own fit, read from its metrics.json;
 ``skipped``: more images than the row has) and ``note``.
 """
