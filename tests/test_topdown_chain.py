@@ -12,6 +12,7 @@ import tensorflow as tf
 from dgdm_tf.topdown import chain as deep_chain, refine
 from dgdm_tf.core.model import generate, project_top_to_data
 from dgdm_tf.mcmc.checkpoint import CheckpointDir
+from dgdm_tf.mcmc.driver import PROGRESS_PARTS
 from dgdm_tf.topdown.options import Start, TopdownOptions
 
 from _topdown_model import LAYERS, draw as _draw
@@ -197,6 +198,23 @@ def test_each_test_time_chain_traces_its_scalars_for_r_hat():
         assert 0 <= traces[c]["active_top"].min() and traces[c]["active_top"].max() <= 1
     settle = trace_settlement(traces, collected=collected)
     assert settle["n_chains"] == 2 and settle["scalars"]["gamma_e_mean"]["rhat"] is not None
+
+
+def test_a_sweep_of_many_chunks_reports_its_progress_a_tenth_at_a_time():
+    """A refinement sweep of at least PROGRESS_PARTS chunks says how far it is at each
+    tenth of them (here 20 chunks: every second one) with the time left; a sweep of fewer
+    chunks says nothing inside the sweep."""
+    _model, d_true, x = _draw(20, seed=5)
+    start = refine.Start(d_true, LAYERS, gamma_e_init=50.0, gamma_s_init=0.25)
+    tenths = [f"{c}/20 chunks" for c in range(2, 21, 2)]
+    for chunk, lines in ((1, [f"refine sweep {t}/2: {c}" for t in (1, 2) for c in tenths]), (4, [])):
+        said = []
+        refine.run_refine(x, start, refine.RefineOptions(burn_in=1, collect=1, chunk=chunk),
+                          seed=1, progress=said.append)
+        inside = [m for m in said if "chunks," in m]
+        assert [m.split(",")[0] for m in inside] == lines, said
+        assert all("s to go" in m for m in inside)
+    assert PROGRESS_PARTS == 10  # the threshold the lines above assume: 20 chunks report, 5 do not
 
 
 @pytest.mark.slow

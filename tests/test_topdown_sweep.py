@@ -614,3 +614,17 @@ def test_adapted_hmc_step_stays_within_half_the_stability_limit():
         capped += int(at_cap and float(stats["accept"][1]) > 0.7)
         assert st.hmc_log_step.numpy()[1] <= 0.0
     assert capped > 0
+
+
+def test_a_chunked_sweep_reports_each_chunk_and_draws_the_same():
+    """``on_chunk`` is called once after each chunk, (done, chunks), and changes no draw:
+    the sweep with it is the sweep without it, bit for bit."""
+    model, x, st = _tiny(4, n=10)
+    fn = make_sweep_fn(model, chunk=1, adapt="argument")
+    seen = []
+    a, sa = fn(st, tf.constant(x), tf.constant(False), on_chunk=lambda *c: seen.append(c))
+    b, sb = fn(st, tf.constant(x), tf.constant(False))
+    assert seen == [(i, 10) for i in range(1, 11)]
+    for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+        assert np.array_equal(np.asarray(u), np.asarray(v))
+    assert np.array_equal(sa["expected_top"].numpy(), sb["expected_top"].numpy())

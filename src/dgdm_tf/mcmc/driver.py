@@ -34,6 +34,9 @@ from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDamaged, CheckpointMis
 
 #: the exit status of a chain stopped by SIGTERM (the shell's 128 + signal number)
 EXIT_TERMINATED = 128 + signal.SIGTERM
+#: parts a step needs before it reports its progress inside the step, a tenth at a time
+#: (a refinement sweep at MNIST's chunks of 250 images: from 2500 images on)
+PROGRESS_PARTS = 10
 
 
 class Terminated(SystemExit):
@@ -185,6 +188,20 @@ def _sigterm(say: Callable[[str], None]):
         yield caught
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def part_progress(say: Callable[[str], None], what: str, t0: float,
+                  parts_name: str = "parts") -> Callable[[int, int], None]:
+    """``on_part(done, parts)`` for a step done in parts (a chunked sweep): the line
+    "<what>: done/parts <parts_name>, s, about s to go" at each tenth of the parts, where
+    the step has at least :data:`PROGRESS_PARTS`, so that a step of tens of minutes is not
+    silent; ``t0``: the step's start (``time.time()``)."""
+    def tick(done: int, parts: int) -> None:
+        if parts >= PROGRESS_PARTS and (10 * done) // parts > (10 * (done - 1)) // parts:
+            spent = time.time() - t0
+            say(f"{what}: {done}/{parts} {parts_name}, {spent:.0f} s, "
+                f"about {spent * (parts - done) / done:.0f} s to go")
+    return tick
 
 
 def run_chain(kernel: Kernel, schedule: Schedule, checkpoint: Checkpoint, *,

@@ -25,7 +25,7 @@ from dgdm_tf.core.model import DeepModel
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.mcmc.diagnostics import trace_settlement
 from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, CheckpointMismatch, fit
-from dgdm_tf.mcmc.driver import Kernel, run_chain
+from dgdm_tf.mcmc.driver import Kernel, part_progress, run_chain
 from dgdm_tf.pretrain.chain import fingerprint
 from dgdm_tf.pretrain.chain_parts import check_finite
 from dgdm_tf.supervised import joint_svm as deep_svm
@@ -252,8 +252,11 @@ class _RefineKernel(Kernel):
         xt, y, seed, t = self.xt, self.y, self.seed, at.t
         shyper = self.shyper_now if self.supervised else None
         t0 = time.time()
+        kind = "supervised" if self.supervised else "refine"  # a long sweep's progress by chunks
+        kw = {} if self.chunk is None else {
+            "on_chunk": part_progress(self.say, f"{kind} sweep {t + 1}/{at.total}", t0, "chunks")}
         if svm is None:
-            state, stats = self.sweep_fn(state, xt, tf.constant(at.adapting))
+            state, stats = self.sweep_fn(state, xt, tf.constant(at.adapting), **kw)
             if self.supervised:  # the SVM starts after the first sweep, standardised by it
                 mean, std = deep_svm.standardisation(stats["expected_top"], scale=shyper.scale)
                 svm = deep_svm.init_svm(self.n_classes, mean, std, len(self.x), shyper)
@@ -262,7 +265,7 @@ class _RefineKernel(Kernel):
                                                 random.salted(seed, "refine_svm_start"),
                                                 steps=self.svm_warmup)
         else:
-            state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(at.adapting))
+            state, svm, stats = self.sup_fn(state, svm, xt, y, tf.constant(at.adapting), **kw)
             check_finite(f"SVM weights after sweep {t + 1}", svm.beta)
         sec = time.time() - t0
         for l, d in enumerate(state.d):

@@ -134,13 +134,17 @@ def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
 
     ``chunk`` a :class:`dgdm_tf.core.image_chunks.Shards`: the same chunks and seeds, each
     worker sweeping its own chunks and the D steps summing over every worker's; the
-    workers then hold the same state, and it is the state one worker gets."""
+    workers then hold the same state, and it is the state one worker gets.
+
+    The returned ``f`` takes ``on_chunk`` (a keyword): called as ``on_chunk(done, chunks)``
+    after each of its chunks' per-image steps, for progress on long sweeps; it sees no
+    state and changes no draw."""
     local = make_local_steps(model, fast_bottom)
     glob = make_global_steps(model, update_globals=update_globals, n_leapfrog=n_leapfrog,
                              power_iterations=power_iterations, chunk=chunk)
     svm_fn = None if svm_hyper is None else deep_svm.make_svm_scan(svm_hyper)
 
-    def f(state, *args):
+    def f(state, *args, on_chunk=None):
         if adapt == "argument":
             args, ad = args[:-1], tf.convert_to_tensor(args[-1])
         else:  # a Python bool inside the compiled function: no tf.where when not adapting
@@ -155,7 +159,7 @@ def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
         parts, expected = [], []
         spans = (chunk.owned(n) if isinstance(chunk, Shards)
                  else [(c, lo, min(lo + chunk, n)) for c, lo in enumerate(range(0, n, chunk))])
-        for c, lo, hi in spans:
+        for done, (c, lo, hi) in enumerate(spans, 1):
             sl = slice(lo, hi)
             tc = None if terms is None else {**terms, "target": terms["target"][sl],
                                              "weight": terms["weight"][sl]}
@@ -164,6 +168,8 @@ def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
             st_c, ex = local(take_images(state, sl), x[sl], s1, s2, tc)
             parts.append(st_c)
             expected.append(ex)
+            if on_chunk is not None:
+                on_chunk(done, len(spans))
         if isinstance(chunk, Shards):  # every worker's chunks, on every worker
             swept = chunk.exchange([(image_fields(p), e) for p, e in zip(parts, expected)], n)
             parts = [state._replace(**fields) for fields, _ in swept]
