@@ -98,7 +98,10 @@ def test_a_sharded_job_splits_over_the_nodes_each_part_paying_its_overhead():
 
 
 def test_a_cycle_or_no_node_is_refused():
+    cyclic = {"a": job("a", 1, "b"), "b": job("b", 1, "a"), "c": job("c", 1)}
     with pytest.raises(ValueError, match="cycle"):
-        ds.schedule({"a": job("a", 1, "b"), "b": job("b", 1, "a"), "c": job("c", 1)}, 2)
+        ds.schedule(cyclic, 2)
+    with pytest.raises(ValueError, match="cycle"):
+        ds.critical_path(cyclic)
     with pytest.raises(ValueError, match="nodes"):
         ds.schedule({"a": job("a", 1)}, 0)

@@ -118,30 +118,43 @@ def _part(job: Job, nodes: int, shard_overhead_s: float) -> tuple[int, float]:
     return 1, t
 
 
-def critical_path(jobs: Mapping[str, Job], nodes: int = 1, *,
-                  shard_overhead_s: float = 0.0) -> tuple[float, list[str]]:
-    """The longest chain of dependencies (seconds, job ids from the first): the wall time
-    with unlimited nodes, a sharded job counted at its part's time on ``nodes`` nodes."""
+def _ranks(jobs: Mapping[str, Job], nodes: int, shard_overhead_s: float):
+    """(successors, upward rank, next job on the longest path): each job's rank is its
+    part's seconds plus the largest rank among the jobs that need it."""
     succ: dict[str, list[str]] = {n: [] for n in jobs}
     for n, j in jobs.items():
         for d in j.deps:
             succ[d].append(n)
     rank: dict[str, float] = {}
     nxt: dict[str, str | None] = {}
+    seen: set[str] = set()
 
     def up(n: str) -> float:
         if n not in rank:
+            if n in seen:
+                raise ValueError("the DAG has a cycle: not every job could be scheduled")
+            seen.add(n)
             best = max(succ[n], key=up, default=None)
             nxt[n] = best
             rank[n] = _part(jobs[n], nodes, shard_overhead_s)[1] + (up(best) if best else 0.0)
         return rank[n]
 
-    start = max(jobs, key=up)
-    path, n = [], start
+    for n in jobs:
+        up(n)
+    return succ, rank, nxt
+
+
+def critical_path(jobs: Mapping[str, Job], nodes: int = 1, *,
+                  shard_overhead_s: float = 0.0) -> tuple[float, list[str]]:
+    """The longest chain of dependencies (seconds, job ids from the first): the wall time
+    with unlimited nodes, a sharded job counted at its part's time on ``nodes`` nodes."""
+    _, rank, nxt = _ranks(jobs, nodes, shard_overhead_s)
+    first = max(jobs, key=rank.__getitem__)
+    path, n = [], first
     while n is not None:
         path.append(n)
         n = nxt[n]
-    return rank[start], path
+    return rank[first], path
 
 
 def schedule(jobs: Mapping[str, Job], nodes: int, *, shard_overhead_s: float = 0.0) -> dict:
@@ -150,18 +163,7 @@ def schedule(jobs: Mapping[str, Job], nodes: int, *, shard_overhead_s: float = 0
     used)."""
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
-    succ: dict[str, list[str]] = {n: [] for n in jobs}
-    for n, j in jobs.items():
-        for d in j.deps:
-            succ[d].append(n)
-    rank: dict[str, float] = {}
-
-    def up(n: str) -> float:
-        if n not in rank:
-            rank[n] = _part(jobs[n], nodes, shard_overhead_s)[1] + max(
-                (up(s) for s in succ[n]), default=0.0)
-        return rank[n]
-
+    succ, rank, _ = _ranks(jobs, nodes, shard_overhead_s)
     waiting = {n: set(j.deps) for n, j in jobs.items()}
     ready = [n for n, w in waiting.items() if not w]
     free = [0.0] * nodes
@@ -169,25 +171,23 @@ def schedule(jobs: Mapping[str, Job], nodes: int, *, shard_overhead_s: float = 0
     end: dict[str, float] = {}
     work = 0.0
     while ready:
-        ready.sort(key=up)
+        ready.sort(key=rank.__getitem__)
         n = ready.pop()
         after = max((end[d] for d in jobs[n].deps), default=0.0)
         parts, t = _part(jobs[n], nodes, shard_overhead_s)
         ends = []
         for _ in range(parts):
             i = min(range(nodes), key=lambda k: (max(free[k], after), k))
-            s = max(free[i], after)
-            free[i] = s + t
-            ends.append(s + t)
-            start[n] = min(start.get(n, s), s)
+            begin = max(free[i], after)
+            free[i] = begin + t
+            ends.append(begin + t)
+            start[n] = min(start.get(n, begin), begin)
         end[n] = max(ends)
         work += parts * t
-        for s in succ[n]:
-            waiting[s].discard(n)
-            if not waiting[s]:
-                ready.append(s)
-    if len(end) != len(jobs):
-        raise ValueError("the DAG has a cycle: not every job could be scheduled")
+        for m in succ[n]:
+            waiting[m].discard(n)
+            if not waiting[m]:
+                ready.append(m)
     total = max(end.values(), default=0.0)
     return {"seconds": total, "start": start, "end": end,
             "busy": work / (nodes * total) if total else 0.0}
