@@ -13,7 +13,7 @@ from dgdm_tf.topdown import sweep as topdown_sweep
 from dgdm_tf.topdown import top_units, unpooling
 from dgdm_tf.topdown.dictionaries import _layer_s, resample_d
 from dgdm_tf.topdown.scan import scan_orders
-from dgdm_tf.topdown.state import dense_z, init_state, reconstruct, residual, take_images
+from dgdm_tf.topdown.state import concat_images, dense_z, init_state, reconstruct, residual, take_images
 from dgdm_tf.topdown.sweep import local_steps, make_sweep_fn
 from dgdm_tf.topdown.top_units import resample_top, top_unit_images
 from dgdm_tf.topdown.unpooling import resample_z
@@ -400,6 +400,19 @@ def test_one_chunk_of_all_images_is_the_sweep():
     assert not np.array_equal(c.z[0].numpy(), a.z[0].numpy())
     assert np.array_equal(c.hmc_log_step.numpy(), st.hmc_log_step.numpy())
     np.testing.assert_allclose(c.resid.numpy(), residual(c, x, model).numpy(), atol=1e-4)
+
+
+def test_joining_chunks_that_it_consumes_gives_the_same_state():
+    """concat_images(consume=True), as the chunked sweep joins its chunks: the same state
+    as the join that leaves its pieces, and the list of pieces emptied."""
+    model, x, st = _tiny(3, n=5)
+    parts = [take_images(st, slice(0, 2)), take_images(st, slice(2, 5))]
+    kept = concat_images(st, parts)
+    assert len(parts) == 2
+    consumed = concat_images(st, parts, consume=True)
+    assert parts == []
+    for u, v, w in zip(tf.nest.flatten(kept), tf.nest.flatten(consumed), tf.nest.flatten(st)):
+        assert np.array_equal(np.asarray(u), np.asarray(v)) and np.array_equal(np.asarray(u), np.asarray(w))
 
 
 @pytest.mark.slow

@@ -44,15 +44,22 @@ def image_fields(state: DeepState) -> dict:
     return {f: getattr(state, f) for f in PER_IMAGE_FIELDS}
 
 
-def concat_images(state: DeepState, parts: Sequence[DeepState]) -> DeepState:
-    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``."""
+def concat_images(state: DeepState, parts: Sequence[DeepState], *, consume: bool = False) -> DeepState:
+    """Per-image fields of ``parts`` (in image order) joined; globals from ``state``.
+    ``consume``: ``parts`` (a list) is emptied and each field's pieces are dropped once
+    joined, so the pieces and the joined state are held together one field at a time,
+    not whole (a state's worth less at the peak)."""
+    fields = [image_fields(p) for p in parts]
+    if consume:
+        parts.clear()
     out = {}
     for f in PER_IMAGE_FIELDS:
-        v = getattr(state, f)
-        if isinstance(v, tuple):
-            out[f] = tuple(tf.concat([getattr(p, f)[i] for p in parts], 0) for i in range(len(v)))
+        pieces = [d.pop(f) for d in fields]
+        if isinstance(pieces[0], tuple):
+            out[f] = tuple(tf.concat([p[i] for p in pieces], 0) for i in range(len(pieces[0])))
         else:
-            out[f] = tf.concat([getattr(p, f) for p in parts], 0)
+            out[f] = tf.concat(pieces, 0)
+        del pieces
     return state._replace(**out)
 
 

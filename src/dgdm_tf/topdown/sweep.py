@@ -174,7 +174,12 @@ def _chunked_sweep_fn(model: DeepModel, chunk, *, update_globals: bool, adapt,
             swept = chunk.exchange([(image_fields(p), e) for p, e in zip(parts, expected)], n)
             parts = [state._replace(**fields) for fields, _ in swept]
             expected = [e for _, e in swept]
-        state, accept = glob(concat_images(state, parts), x, seeds, ad)
+            del swept
+        # the chunks' copies are dropped field by field as they are joined: held to the
+        # end of the sweep, they sat beside the old and the joined state through the
+        # global steps, which build a state's worth again
+        joined = concat_images(state, parts, consume=True)
+        state, accept = glob(joined, x, seeds, ad)
         stats = {"expected_top": tf.concat(expected, 0), "accept": accept}
         if svm is None:
             return state, stats
