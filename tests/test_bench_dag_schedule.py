@@ -105,3 +105,16 @@ def test_a_cycle_or_no_node_is_refused():
         ds.critical_path(cyclic)
     with pytest.raises(ValueError, match="nodes"):
         ds.schedule({"a": job("a", 1)}, 0)
+
+
+def test_slowed_jobs_take_factor_times_their_measured_time():
+    """Two 1-thread jobs side by side on a 2-core machine, each 1.5x its 2-thread time:
+    the two independent jobs overlap, so 1.5 x (100 + 60) on one worker becomes 1.5 x 100."""
+    jobs = {"a": job("a", 100), "b": job("b", 60), "c": job("c", None, ["a", "b"])}
+    slow = ds.slowed(jobs, 1.5)
+    assert [slow[n].seconds for n in "abc"] == [150, 90, None]
+    assert jobs["a"].seconds == 100  # the measured jobs are left as they were
+    assert ds.schedule(slow, 1)["seconds"] == 240
+    assert ds.schedule(slow, 2)["seconds"] == 150
+    with pytest.raises(ValueError, match="slowdown"):
+        ds.slowed(jobs, 0)

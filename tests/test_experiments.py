@@ -685,7 +685,8 @@ def test_em_steps(results, tmp_path):
 
 def test_nodes_wall_time(tmp_path, capsys):
     """The projection of a saved DAG from its jobs' benchmark files: one node runs them one
-    after another; on four the features rule's shards split (each part + its overhead)."""
+    after another; on four the features rule's shards split (each part + its overhead);
+    two slowed jobs at once on one node."""
     repo = tmp_path / "repo"
     (repo / "workflow").mkdir(parents=True)
     (repo / "workflow" / "rules").symlink_to(REPO / "workflow" / "rules")
@@ -706,6 +707,36 @@ def test_nodes_wall_time(tmp_path, capsys):
     assert got["missing"] == ["tables"]
     assert got["jobs"]["features"] == {"seconds": 400.0, "max_rss_mb": None}  # no max_rss column
     assert "not measured (counted as 0 s): tables" in capsys.readouterr().out
+    # one node running two jobs at once, each 1.5x its measured time: the features' two
+    # shard parts side by side, 1.5 x 400 / 2 + 20 each
+    got = load_probe(EXPERIMENTS / "scaling" / "nodes_wall_time.py").main(
+        ["--repo", str(repo), "--ds", "x", "--dag", str(dot), "--nodes", "1", "--shard-overhead", "20",
+         "--workers-per-node", "2", "--slowdown", "1.5"])
+    assert [r["seconds"] for r in got["rows"]] == [15 + 45 + 320 + 75]
+    assert got["jobs"]["features"]["seconds"] == 400.0  # the measured time, as measured
+
+
+def test_threads_side_by_side(tmp_path):
+    """One step timed as one 2-thread job, one 1-thread job and two 1-thread jobs at once
+    (fresh processes each); the side-by-side throughput is the sum over both."""
+    got = load_probe(EXPERIMENTS / "scaling" / "threads_side_by_side.py").main(
+        ["--results", str(tmp_path), "--smoke", "--steps", "test_sweep", "--sweeps", "2"])
+    rows = got["rows"]
+    assert [(r["threads"], r["processes"]) for r in rows] == [(2, 1), (1, 1), (1, 2)]
+    assert all(r["seconds"] > 0 and r["images_per_s"] > 0 for r in rows)
+    (s,) = got["summary"]
+    assert s["side by side / one job"] == pytest.approx(rows[2]["images_per_s"] / rows[0]["images_per_s"])
+    assert (tmp_path / "threads_side_by_side.csv").is_file()
+
+
+def test_sweep_peak_memory(tmp_path):
+    """A chunked sweep on a tiny model: its state's size and the peak RSS after each sweep."""
+    out = tmp_path / "mem.json"
+    got = load_probe(EXPERIMENTS / "scaling" / "sweep_peak_memory.py").main(
+        ["--smoke", "--images", "6", "--chunk", "4", "--sweeps", "2", "--out", str(out)])
+    assert got["state_mb"] > 0 and [r["sweep"] for r in got["sweeps"]] == [1, 2]
+    assert all(r["peak_rss_mb"] >= got["rss_mb_before_sweeps"] for r in got["sweeps"])
+    assert json.loads(out.read_text())["images"] == 6
 
 
 SMOKE_RUNS = {
@@ -725,5 +756,7 @@ SMOKE_RUNS = {
     "recovery/recovery_grid.py": test_recovery_grid,
     "scaling/nodes_wall_time.py": test_nodes_wall_time,
     "svm_wide/em_steps.py": test_em_steps,
+    "scaling/threads_side_by_side.py": test_threads_side_by_side,
+    "scaling/sweep_peak_memory.py": test_sweep_peak_memory,
 }
 

@@ -9,6 +9,12 @@ rules with shard jobs (config ``shards``) split over every node, each part payin
 wall time and the chain of jobs that bounds it, after each job's measured wall time and
 peak RSS; jobs with no benchmark file are named and counted as 0 s.
 
+``--workers-per-node W --slowdown F``: each node runs W jobs at once (``--config
+threads=<cores / W>``), each job F times its measured time (F from
+experiments/scaling/threads_side_by_side.py, which times a step on 1 thread against all
+cores); ``--nodes 1 --workers-per-node 2`` is one 2-core machine running two 1-thread
+jobs side by side.
+
     python experiments/scaling/nodes_wall_time.py --repo <clone> --ds paper_size \
         --targets results/paper_size/tables.md results/paper_size/learning_curve.csv \
         --configfile config/config.yaml
@@ -51,6 +57,10 @@ def main(argv=None):
     p.add_argument("--nodes", default="1,2,4,8,16", help="node counts, comma-separated")
     p.add_argument("--shard-overhead", type=float, default=30.0,
                    help="seconds each shard part repeats (start-up, tracing); assumed")
+    p.add_argument("--workers-per-node", type=int, default=1,
+                   help="jobs a node runs at once (default 1: a job takes the node's cores)")
+    p.add_argument("--slowdown", type=float, default=1.0,
+                   help="each job's time on a worker over its measured time (default 1)")
     p.add_argument("--out", default=None, help="write the projection as JSON here")
     args = p.parse_args(argv)
 
@@ -59,6 +69,8 @@ def main(argv=None):
     dot = Path(args.dag).read_text() if args.dag else dag_text(repo, targets, args.configfile)
     patterns = ds.benchmark_patterns(f.read_text() for f in sorted((repo / "workflow" / "rules").glob("*.smk")))
     jobs = ds.dag_jobs(dot, patterns, repo, defaults={"ds": args.ds, "ablation": args.ds})
+    if args.workers_per_node < 1:
+        raise SystemExit(f"--workers-per-node must be >= 1, got {args.workers_per_node}")
     missing = sorted(j.name for j in jobs.values() if j.seconds is None)
     measured = sum(j.seconds or 0.0 for j in jobs.values())
     print(f"{len(jobs)} jobs, {len(jobs) - len(missing)} measured: {fmt(measured)} one after another")
@@ -69,17 +81,22 @@ def main(argv=None):
         if j.seconds is not None:
             rss = f"{j.max_rss_mb / 1024:.2f} GB" if j.max_rss_mb is not None else "-"
             print(f"| {j.name} | {fmt(j.seconds)} | {rss} |")
-    print("| nodes | projected wall time | nodes busy | the chain that bounds it (unlimited nodes) |")
+    w = args.workers_per_node
+    if w > 1 or args.slowdown != 1.0:
+        print(f"{w} job(s) at once a node, each {args.slowdown:g} x its measured time")
+    run_jobs = ds.slowed(jobs, args.slowdown)
+    print("| nodes | projected wall time | workers busy | the chain that bounds it (unlimited nodes) |")
     print("|---|---|---|---|")
     rows = []
     for n in [int(x) for x in args.nodes.split(",")]:
-        got = ds.schedule(jobs, n, shard_overhead_s=args.shard_overhead)
-        bound, chain = ds.critical_path(jobs, n, shard_overhead_s=args.shard_overhead)
-        names = [f"{jobs[c].name} {fmt(jobs[c].seconds or 0.0)}" for c in chain]
+        got = ds.schedule(run_jobs, n * w, shard_overhead_s=args.shard_overhead)
+        bound, chain = ds.critical_path(run_jobs, n * w, shard_overhead_s=args.shard_overhead)
+        names = [f"{run_jobs[c].name} {fmt(run_jobs[c].seconds or 0.0)}" for c in chain]
         print(f"| {n} | {fmt(got['seconds'])} | {100 * got['busy']:.0f} % | {fmt(bound)}: {' -> '.join(names)} |")
         rows.append({"nodes": n, "seconds": got["seconds"], "busy": got["busy"],
                      "critical_seconds": bound, "critical_path": [jobs[c].name for c in chain]})
     out = {"ds": args.ds, "targets": targets, "shard_overhead_s": args.shard_overhead,
+           "workers_per_node": w, "slowdown": args.slowdown,
            "jobs": {j.name: {"seconds": j.seconds, "max_rss_mb": j.max_rss_mb} for j in jobs.values()},
            "missing": missing, "rows": rows}
     if args.out:

@@ -14,7 +14,7 @@ dependencies (:func:`critical_path`), which no number of nodes shortens.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -107,6 +107,15 @@ def dag_jobs(dot: str, patterns: Mapping[str, str], root: str | Path, *,
         jobs[n] = Job(name, rule, wc, seconds, tuple(deps[n]), shards=f"{rule}_shard" in patterns,
                       max_rss_mb=rss)
     return jobs
+
+
+def slowed(jobs: Mapping[str, Job], factor: float) -> dict[str, Job]:
+    """``jobs`` with every measured time ``factor`` times as long: jobs run on fewer
+    threads than measured (``factor`` from experiments/scaling/threads_side_by_side.py)."""
+    if factor <= 0:
+        raise ValueError(f"the slowdown must be > 0, got {factor}")
+    return {n: replace(j, seconds=None if j.seconds is None else j.seconds * factor)
+            for n, j in jobs.items()}
 
 
 def _part(job: Job, nodes: int, shard_overhead_s: float) -> tuple[int, float]:
