@@ -118,3 +118,8 @@ def test_slowed_jobs_take_factor_times_their_measured_time():
     assert ds.schedule(slow, 2)["seconds"] == 150
     with pytest.raises(ValueError, match="slowdown"):
         ds.slowed(jobs, 0)
+    # a rule of its own factor: a 2x, b (the default) 1.5x
+    by_rule = ds.slowed(jobs, 1.5, {"a": 2.0})
+    assert [by_rule[n].seconds for n in "ab"] == [200, 90]
+    with pytest.raises(ValueError, match="slowdown"):
+        ds.slowed(jobs, 1.5, {"a": -1.0})

@@ -713,6 +713,10 @@ def test_nodes_wall_time(tmp_path, capsys):
         ["--repo", str(repo), "--ds", "x", "--dag", str(dot), "--nodes", "1", "--shard-overhead", "20",
          "--workers-per-node", "2", "--slowdown", "1.5"])
     assert [r["seconds"] for r in got["rows"]] == [15 + 45 + 320 + 75]
+    got = load_probe(EXPERIMENTS / "scaling" / "nodes_wall_time.py").main(
+        ["--repo", str(repo), "--ds", "x", "--dag", str(dot), "--nodes", "1", "--shard-overhead", "20",
+         "--workers-per-node", "2", "--slowdown", "1.5", "--rule-slowdown", "svm=2"])
+    assert [r["seconds"] for r in got["rows"]] == [15 + 45 + 320 + 100]  # the SVM 2 x 50
     assert got["jobs"]["features"]["seconds"] == 400.0  # the measured time, as measured
 
 
@@ -727,6 +731,10 @@ def test_threads_side_by_side(tmp_path):
     (s,) = got["summary"]
     assert s["side by side / one job"] == pytest.approx(rows[2]["images_per_s"] / rows[0]["images_per_s"])
     assert (tmp_path / "threads_side_by_side.csv").is_file()
+    # the SVM's fit, as its workers time it (here in this process, on random features)
+    fn, args = load_probe(EXPERIMENTS / "scaling" / "threads_side_by_side.py").svm_fit(
+        {"batch": 30, "seed": 0, "features": None, "svm_sweeps": 3})
+    assert fn(*args).predict(np.zeros((2, 8), np.float32)).shape == (2,)
 
 
 def test_sweep_peak_memory(tmp_path):

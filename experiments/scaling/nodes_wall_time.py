@@ -12,8 +12,8 @@ peak RSS; jobs with no benchmark file are named and counted as 0 s.
 ``--workers-per-node W --slowdown F``: each node runs W jobs at once (``--config
 threads=<cores / W>``), each job F times its measured time (F from
 experiments/scaling/threads_side_by_side.py, which times a step on 1 thread against all
-cores); ``--nodes 1 --workers-per-node 2`` is one 2-core machine running two 1-thread
-jobs side by side.
+cores; ``--rule-slowdown svm=F2 ...`` gives a rule its own); ``--nodes 1
+--workers-per-node 2`` is one 2-core machine running two 1-thread jobs side by side.
 
     python experiments/scaling/nodes_wall_time.py --repo <clone> --ds paper_size \
         --targets results/paper_size/tables.md results/paper_size/learning_curve.csv \
@@ -61,6 +61,8 @@ def main(argv=None):
                    help="jobs a node runs at once (default 1: a job takes the node's cores)")
     p.add_argument("--slowdown", type=float, default=1.0,
                    help="each job's time on a worker over its measured time (default 1)")
+    p.add_argument("--rule-slowdown", nargs="*", default=[], metavar="RULE=F",
+                   help="a rule's own slowdown in place of --slowdown (e.g. svm=1.84)")
     p.add_argument("--out", default=None, help="write the projection as JSON here")
     args = p.parse_args(argv)
 
@@ -84,7 +86,13 @@ def main(argv=None):
     w = args.workers_per_node
     if w > 1 or args.slowdown != 1.0:
         print(f"{w} job(s) at once a node, each {args.slowdown:g} x its measured time")
-    run_jobs = ds.slowed(jobs, args.slowdown)
+    try:
+        by_rule = {r: float(f) for r, f in (x.split("=", 1) for x in args.rule_slowdown)}
+    except ValueError:
+        raise SystemExit(f"--rule-slowdown takes RULE=F pairs, got {args.rule_slowdown}")
+    if by_rule:
+        print("their own slowdowns: " + ", ".join(f"{r} {f:g} x" for r, f in by_rule.items()))
+    run_jobs = ds.slowed(jobs, args.slowdown, by_rule)
     print("| nodes | projected wall time | workers busy | the chain that bounds it (unlimited nodes) |")
     print("|---|---|---|---|")
     rows = []
@@ -96,7 +104,7 @@ def main(argv=None):
         rows.append({"nodes": n, "seconds": got["seconds"], "busy": got["busy"],
                      "critical_seconds": bound, "critical_path": [jobs[c].name for c in chain]})
     out = {"ds": args.ds, "targets": targets, "shard_overhead_s": args.shard_overhead,
-           "workers_per_node": w, "slowdown": args.slowdown,
+           "workers_per_node": w, "slowdown": args.slowdown, "rule_slowdown": by_rule,
            "jobs": {j.name: {"seconds": j.seconds, "max_rss_mb": j.max_rss_mb} for j in jobs.values()},
            "missing": missing, "rows": rows}
     if args.out:

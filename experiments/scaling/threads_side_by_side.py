@@ -43,11 +43,34 @@ SMOKE_LAYERS = [{"dict_size": 3, "n_dict": 4, "pool": 2}, {"dict_size": 2, "n_di
 #: the step of each image-scaling rule, at the default config's batch of that rule
 #: (supervised.chunk, features.batch_size (its test-time sweeps), topdown_features.alg2.batch_size)
 STEPS = {"supervised_sweep": 250, "test_sweep": 2500, "mcem_iteration": 256}
+#: the Bayesian SVM's fit (NumPy and TensorFlow), on ``--svm-features`` rows; not a default step
+SVM_FIT = "svm_fit"
+
+
+def svm_fit(spec: dict):
+    """(fn, args): the Bayesian SVM (the svm rule's default options, signed view) fitted on
+    the first ``spec['batch']`` training rows of ``spec['features']`` (a features rule's
+    features.npz), or of random features when that is None."""
+    import numpy as np
+
+    from dgdm_tf.supervised.options import SvmOptions
+    from dgdm_tf.supervised.svm_classifier import BayesianSVM
+
+    n = spec["batch"]
+    if spec.get("features"):
+        d = np.load(spec["features"])
+        f, y, n_classes = d["f_train"][:n].astype(np.float32), d["y_train"][:n], int(d["n_classes"])
+    else:
+        rng = np.random.default_rng(spec["seed"])
+        f, y, n_classes = rng.normal(size=(n, 8)).astype(np.float32), rng.integers(0, 3, n), 3
+    opts = SvmOptions(burn_in=spec.get("svm_sweeps", 100), collect=spec.get("svm_sweeps", 100))
+    return (lambda: BayesianSVM(n_classes, opts, seed=spec["seed"]).fit(f, y)), ()
 
 
 def worker(spec: dict) -> dict:
     """Time one step in this process at ``spec['threads']`` threads; wait at the barrier
     (``spec['barrier']``: a folder, ``spec['n']`` processes) between warm-up and timing."""
+    os.environ["OMP_NUM_THREADS"] = str(spec["threads"])  # as the workflow's jobs set it
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
@@ -57,12 +80,16 @@ def worker(spec: dict) -> dict:
 
     from dgdm_tf.bench import exact_floor
 
-    names = {"supervised_sweep": exact_floor.SUPERVISED_SWEEP, "test_sweep": exact_floor.TEST_SWEEP,
-             "mcem_iteration": exact_floor.MCEM_ITERATION}
-    r = refine_steps(tuple(spec["shape"]), spec["layers"], batch_size=spec["batch"], seed=spec["seed"])
-    fn = r.steps[names[spec["step"]]]
-    holder = {"st": step_state(fn(r.state, r.x))}  # warm-up: trace and compile
-    holder["st"].resid.numpy()
+    if spec["step"] == SVM_FIT:
+        fn, args = svm_fit(spec)
+        fn(*args)  # warm-up
+    else:
+        names = {"supervised_sweep": exact_floor.SUPERVISED_SWEEP, "test_sweep": exact_floor.TEST_SWEEP,
+                 "mcem_iteration": exact_floor.MCEM_ITERATION}
+        r = refine_steps(tuple(spec["shape"]), spec["layers"], batch_size=spec["batch"], seed=spec["seed"])
+        fn = r.steps[names[spec["step"]]]
+        holder = {"st": step_state(fn(r.state, r.x))}  # warm-up: trace and compile
+        holder["st"].resid.numpy()
     barrier = Path(spec["barrier"])
     (barrier / str(os.getpid())).touch()
     while len(list(barrier.iterdir())) < spec["n"]:
@@ -70,6 +97,8 @@ def worker(spec: dict) -> dict:
     cpu0 = time.process_time()
 
     def one():
+        if spec["step"] == SVM_FIT:
+            return fn(*args)
         holder["st"] = step_state(fn(holder["st"], r.x))
         return holder["st"].resid
 
@@ -78,11 +107,12 @@ def worker(spec: dict) -> dict:
 
 
 def run_setting(step: str, batch: int, *, threads: int, processes: int, shape, layers,
-                sweeps: int, seed: int) -> dict:
-    """``processes`` workers of ``threads`` threads each, timed together."""
+                sweeps: int, seed: int, **extra) -> dict:
+    """``processes`` workers of ``threads`` threads each, timed together (``extra``: the
+    SVM fit's ``features`` and ``svm_sweeps``)."""
     with tempfile.TemporaryDirectory() as barrier:
         spec = {"step": step, "batch": batch, "threads": threads, "n": processes, "shape": shape,
-                "layers": layers, "sweeps": sweeps, "seed": seed, "barrier": barrier}
+                "layers": layers, "sweeps": sweeps, "seed": seed, "barrier": barrier, **extra}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(Path(__file__).resolve().parents[2] / "src")]
             + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -110,7 +140,10 @@ def main(argv=None):
         print(json.dumps(worker(json.loads(sys.argv[2]))))
         return None
     p.add_argument("--results", required=True, help="folder for threads_side_by_side.csv")
-    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
+    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=[*STEPS, SVM_FIT])
+    p.add_argument("--svm-features", default=None,
+                   help=f"{SVM_FIT}: a features rule's features.npz (default: random features)")
+    p.add_argument("--svm-sweeps", type=int, default=100, help=f"{SVM_FIT}: burn-in and collection sweeps")
     p.add_argument("--batch", type=int, default=None, help="one batch for every step (default: each rule's)")
     p.add_argument("--threads", type=int, default=2, help="the cores: threads of the one job, "
                    "and 1-thread jobs side by side")
@@ -123,10 +156,11 @@ def main(argv=None):
     rows = []
     for _ in range(a.repeats):
         for step in a.steps:
-            batch = a.batch or (4 if a.smoke else STEPS[step])
+            batch = a.batch or (4 if a.smoke else STEPS.get(step, 5000))
             for threads, processes in ((a.threads, 1), (1, 1), (1, a.threads)):
                 row = run_setting(step, batch, threads=threads, processes=processes, shape=shape,
-                                  layers=layers, sweeps=a.sweeps, seed=a.seed)
+                                  layers=layers, sweeps=a.sweeps, seed=a.seed,
+                                  features=a.svm_features, svm_sweeps=a.svm_sweeps)
                 row["load_1min"] = os.getloadavg()[0]
                 rows.append(row)
                 print(f"{step:17s} batch {batch:5d}  {processes} x {threads} thread(s): "

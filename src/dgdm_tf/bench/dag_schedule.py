@@ -109,12 +109,16 @@ def dag_jobs(dot: str, patterns: Mapping[str, str], root: str | Path, *,
     return jobs
 
 
-def slowed(jobs: Mapping[str, Job], factor: float) -> dict[str, Job]:
-    """``jobs`` with every measured time ``factor`` times as long: jobs run on fewer
-    threads than measured (``factor`` from experiments/scaling/threads_side_by_side.py)."""
-    if factor <= 0:
-        raise ValueError(f"the slowdown must be > 0, got {factor}")
-    return {n: replace(j, seconds=None if j.seconds is None else j.seconds * factor)
+def slowed(jobs: Mapping[str, Job], factor: float,
+           by_rule: Mapping[str, float] | None = None) -> dict[str, Job]:
+    """``jobs`` with every measured time ``factor`` times as long (a rule in ``by_rule``:
+    its own factor): jobs run on fewer threads than measured (the factors from
+    experiments/scaling/threads_side_by_side.py)."""
+    by_rule = dict(by_rule or {})
+    for f in [factor, *by_rule.values()]:
+        if f <= 0:
+            raise ValueError(f"the slowdown must be > 0, got {f}")
+    return {n: replace(j, seconds=None if j.seconds is None else j.seconds * by_rule.get(j.rule, factor))
             for n, j in jobs.items()}
 
 
