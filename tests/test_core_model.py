@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from dgdm_tf.core.model import DeepModel, draw_top_prior, images_given_top, sample_prior_images
+from dgdm_tf.core.layout import MAX_POOL, LayerGeometry
+from dgdm_tf.core.model import (DeepModel, draw_top_prior, images_given_top, sample_prior_images,
+                                state_index, stored_states)
 
 # 12x12 images; layer 1: 3x3 atoms, 2x2 pooling (5 x 5 blocks); top: 2 x 2 positions of 3 maps
 MODEL = DeepModel((12, 12, 1), [{"dict_size": 3, "n_dict": 2, "pool": 2},
@@ -66,3 +69,15 @@ def test_generated_images_skip_blank_draws_and_repeat_by_seed():
     assert imgs.shape == (40, 12, 12, 1)
     assert np.all(np.abs(imgs).reshape(40, -1).max(1) > 0)
     assert np.array_equal(imgs, sample_prior_images(MODEL, d, **kw))
+
+
+def test_block_states_are_stored_as_bytes_and_read_as_indices():
+    """The largest pool whose p^2 + 1 states fit a byte is accepted and its states survive
+    the round trip; a larger pool is refused with what to change."""
+    g = LayerGeometry(hx=40, wx=40, c=1, dh=3, dw=3, k=2, p=MAX_POOL)
+    z = tf.constant(np.arange(g.n_states, dtype=np.int32))
+    b = stored_states(z)
+    assert b.dtype == tf.int8 and state_index(b).dtype == tf.int32
+    assert np.array_equal(state_index(b).numpy(), z.numpy())
+    with pytest.raises(ValueError, match="pool <= 11"):
+        LayerGeometry(hx=40, wx=40, c=1, dh=3, dw=3, k=2, p=MAX_POOL + 1)

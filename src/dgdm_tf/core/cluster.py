@@ -108,14 +108,14 @@ def all_gather(t: tf.Tensor, group_size: int) -> tf.Tensor:
     dtype = t.dtype
     if dtype == tf.complex64:  # the gather takes real types: move the bits as float pairs
         t = tf.bitcast(t, tf.float32)
-    elif dtype == tf.bool:
+    elif dtype in (tf.bool, tf.int8):  # the gather takes neither (the block states are bytes)
         t = tf.cast(t, tf.int32)
     out = tf.raw_ops.CollectiveGatherV2(
         input=t[None], group_size=group_size, group_key=GROUP_KEY,
         instance_key=next(_INSTANCE_KEYS), ordering_token=[])
     if dtype == tf.complex64:
         return tf.bitcast(out, tf.complex64)
-    return tf.cast(out, tf.bool) if dtype == tf.bool else out
+    return tf.cast(out, dtype) if dtype in (tf.bool, tf.int8) else out
 
 
 #: set in the environment of the processes :func:`run_as_workers` starts

@@ -9,7 +9,9 @@ Tensors are NHWC; the dictionary element index k is always the LAST axis:
 
 Unpooling blocks are p x p; the block grid is ceil(Hs/p) x ceil(Ws/p) (partial blocks at
 the bottom/right edge). A block's state is an integer in 0..p*p: 0..p*p-1 is the
-row-major position of its single non-zero entry, p*p is "block off" (Sec. 2.2).
+row-major position of its single non-zero entry, p*p is "block off" (Sec. 2.2). A chain
+holds the states as bytes (:data:`BLOCK_STATE_DTYPE`): z is the largest per-image field of
+its state (MNIST: 10 of an image's 24 KB as int32), and a sweep holds several copies.
 
 Exact blocked Gibbs (the supplement, "Gibbs Sampling"): blocks of one map whose footprints in X are disjoint
 are conditionally independent. A block's footprint in X is (p + dh - 1) x (p + dw - 1), so
@@ -25,6 +27,11 @@ import dataclasses
 import math
 
 import numpy as np
+
+#: dtype of the block states a chain stores (p*p + 1 states fit a signed byte for p <=
+#: :data:`MAX_POOL`); computations index with int32 (a gather takes no bytes)
+BLOCK_STATE_DTYPE = np.int8
+MAX_POOL = 11
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +50,9 @@ class LayerGeometry:
         for name in ("hx", "wx", "c", "dh", "dw", "k", "p"):
             if getattr(self, name) < 1:
                 raise ValueError(f"LayerGeometry.{name} must be >= 1, got {getattr(self, name)}")
+        if self.p > MAX_POOL:
+            raise ValueError(f"pool {self.p} is larger than {MAX_POOL}: a block's {self.p}^2 + 1 "
+                             f"states must fit a byte; use model.layers[].pool <= {MAX_POOL}")
         if self.dh > self.hx or self.dw > self.wx:
             raise ValueError(
                 f"dictionary {self.dh}x{self.dw} is larger than the layer input {self.hx}x{self.wx}: "

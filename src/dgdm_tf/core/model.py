@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import random
 from dgdm_tf.core.draws import log_dirichlet_sample
-from dgdm_tf.core.layout import LayerGeometry, layer_geometries
+from dgdm_tf.core.layout import BLOCK_STATE_DTYPE, LayerGeometry, layer_geometries
 from dgdm_tf.core.windows import Grid
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.core.hyper import Hyper
@@ -292,6 +292,16 @@ def indicator_map(weights: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:
     w = tf.transpose(w, [0, 1, 4, 2, 5, 3])
     w = tf.reshape(w, [n, geom.nbh * p, geom.nbw * p, k])
     return w[:, : geom.hs, : geom.ws, :]
+
+
+def stored_states(z) -> tf.Tensor:
+    """Block states as a chain's state holds them (:data:`dgdm_tf.core.layout.BLOCK_STATE_DTYPE`)."""
+    return tf.cast(z, BLOCK_STATE_DTYPE)
+
+
+def state_index(z) -> tf.Tensor:
+    """Block states as indices (int32: what gathers, bincounts and the scans read)."""
+    return tf.cast(z, tf.int32)
 
 
 def dense_indicators(z: tf.Tensor, geom: LayerGeometry) -> tf.Tensor:

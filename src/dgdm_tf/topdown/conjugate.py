@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from dgdm_tf.core.draws import log_dirichlet_sample
-from dgdm_tf.core.model import DeepModel
+from dgdm_tf.core.model import DeepModel, state_index
 from dgdm_tf.topdown.state import DeepState, fold_seed
 
 
@@ -26,7 +26,7 @@ def state_counts(z, n_states: int) -> tf.Tensor:
     from z (N, nbh, nbw, K) by a batched bincount: a one-hot of every block would hold
     N x blocks x K x S floats."""
     n, k = tf.shape(z)[0], tf.shape(z)[3]
-    rows = tf.reshape(tf.transpose(z, [0, 3, 1, 2]), [n * k, -1])
+    rows = state_index(tf.reshape(tf.transpose(z, [0, 3, 1, 2]), [n * k, -1]))
     counts = tf.math.bincount(rows, minlength=n_states, maxlength=n_states, axis=-1,
                               dtype=tf.float32)
     return tf.reshape(counts, [n, k, n_states])

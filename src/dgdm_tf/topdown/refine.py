@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from dgdm_tf.core import cluster, random
 from dgdm_tf.core.image_chunks import Shards, chunk_size
-from dgdm_tf.core.model import DeepModel
+from dgdm_tf.core.model import DeepModel, stored_states
 from dgdm_tf.io import atomic as atomic_io
 from dgdm_tf.mcmc.diagnostics import trace_settlement
 from dgdm_tf.mcmc.checkpoint import Checkpoint, CheckpointDir, CheckpointMismatch, fit
@@ -125,6 +125,8 @@ def _state_from_numpy(z, cls=DeepState, prefix: str = "state"):
                              for i in range(int(z[f"{prefix}_{name}_n"])))
         else:
             kw[name] = tf.constant(z[f"{prefix}_{name}"])
+    if cls is DeepState:  # the block states as bytes (a checkpoint written before holds int32)
+        kw["z"] = tuple(stored_states(v) for v in kw["z"])
     return cls(**kw)
 
 

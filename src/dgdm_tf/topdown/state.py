@@ -15,7 +15,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from dgdm_tf.core import random
-from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs
+from dgdm_tf.core.model import DeepModel, dense_indicators, layer_inputs, stored_states
 from dgdm_tf.core.ops import full_conv_adjoint
 from dgdm_tf.topdown.ridge_start import gamma_e_given_fit, top_ridge_fit
 
@@ -128,7 +128,7 @@ def init_state(x, model: DeepModel, dictionaries: Sequence, seed, *, gamma_e_ini
         c = tf.reshape(tf.transpose(c, [0, 1, 3, 5, 2, 4]), [n, g.nbh, g.nbw, g.k, g.p * g.p])
         c = tf.where(tf.constant(model.position_valid(l))[:, :, None, :], c, 0.0)
         pos = tf.argmax(tf.abs(c), axis=-1, output_type=tf.int32)
-        z.append(pos)
+        z.append(stored_states(pos))
         norm = tf.reduce_sum(tf.square(d[l]), axis=[0, 1, 2])
         h = tf.gather(c, pos, axis=-1, batch_dims=4) / norm
         log_theta.append(tf.broadcast_to(tf.math.log(model.alpha[l] / tf.reduce_sum(model.alpha[l])),

@@ -16,7 +16,7 @@ from dgdm_tf.supervised import joint_svm as deep_svm
 from dgdm_tf.core import random
 from dgdm_tf.core.compiled import cached_builder, compiled
 from dgdm_tf.core.image_chunks import Shards
-from dgdm_tf.core.model import DeepModel
+from dgdm_tf.core.model import DeepModel, state_index
 from dgdm_tf.topdown.conjugate import (
     resample_gamma_e,
     resample_gamma_s,
@@ -210,7 +210,7 @@ def log_joint_terms(state: DeepState, x, model: DeepModel, mask=None) -> dict:
     fit = 0.5 * n_obs * tf.math.log(ge / (2 * np.pi)) - 0.5 * ge * sq
     codes = (h.a_e - 1.0) * tf.math.log(ge) - h.b_e * ge
     for l, g in enumerate(model.geoms[:-1]):
-        z = tf.transpose(state.z[l], [0, 3, 1, 2])  # N, K, nbh, nbw
+        z = state_index(tf.transpose(state.z[l], [0, 3, 1, 2]))  # N, K, nbh, nbw
         # log theta of each block's state (a gather: a one-hot of every block's states
         # held N x blocks x K x S floats, 2.5 GB at 10000 MNIST images)
         codes += tf.reduce_sum(tf.gather(state.log_theta[l], z, batch_dims=2), axis=[1, 2, 3])

@@ -17,7 +17,8 @@ import tensorflow as tf
 from dgdm_tf.pretrain.blocks import block_kernels, colour_tiles, pad_input, tiles_to_residual
 from dgdm_tf.core import random
 from dgdm_tf.core import windows as mw
-from dgdm_tf.core.model import DeepModel, down_from, layer_inputs, unpool_blocks
+from dgdm_tf.core.model import (DeepModel, down_from, layer_inputs, state_index, stored_states,
+                                unpool_blocks)
 from dgdm_tf.core.ops import full_conv
 from dgdm_tf.topdown.scan import over_colours, per_colour, scan_orders
 from dgdm_tf.topdown.state import DeepState, dense_z, fold_seed, masked
@@ -56,7 +57,7 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
     zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
-    z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
+    z_k = tf.transpose(state_index(state.z[l]), [3, 0, 1, 2])
     lt_all = state.log_theta[l]  # N, K, S
     ge = state.gamma_e[:, None, None, None]
     resid = state.resid
@@ -94,7 +95,7 @@ def resample_z(state: DeepState, x, model: DeepModel, l: int, seed, mask=None,
 
     resid, z_k = over_colours(colour_ids, map_orders, one_colour, (resid, z_k), loop=True)
     z = list(state.z)
-    z[l] = tf.transpose(z_k, [1, 2, 3, 0])
+    z[l] = stored_states(tf.transpose(z_k, [1, 2, 3, 0]))
     return state._replace(z=tuple(z), resid=resid)
 
 
@@ -125,7 +126,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
     zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[l + 1], [3, 0, 1, 2])  # K, N, nbh, nbw
-    z_k = tf.transpose(state.z[l], [3, 0, 1, 2])
+    z_k = tf.transpose(state_index(state.z[l]), [3, 0, 1, 2])
     lt_all = state.log_theta[l]
     ge = state.gamma_e[:, None, None, None]
     valid_np = np.zeros((col.n_h * col.g_h, col.n_w * col.g_w, p2), np.float32)
@@ -191,7 +192,7 @@ def _resample_z_windowed(state: DeepState, model: DeepModel, l: int, seed, mask=
                                          (tf.constant(0), resid, z_k, cache0),
                                          parallel_iterations=1)
     z = list(state.z)
-    z[l] = tf.transpose(z_k, [1, 2, 3, 0])
+    z[l] = stored_states(tf.transpose(z_k, [1, 2, 3, 0]))
     return state._replace(z=tuple(z), resid=resid)
 
 
@@ -209,7 +210,7 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
     zd = dense_z(state, model)
     xs = layer_inputs(state.s_top, model, state.d, zd)
     v_all = tf.transpose(xs[1], [3, 0, 1, 2])  # K, N, nbh, nbw
-    z_k = tf.transpose(state.z[0], [3, 0, 1, 2])
+    z_k = tf.transpose(state_index(state.z[0]), [3, 0, 1, 2])
     lt_all = state.log_theta[0]
     ge = state.gamma_e[:, None, None, None]
     n = tf.shape(state.resid)[0]
@@ -257,5 +258,5 @@ def _resample_z_bottom(state: DeepState, model: DeepModel, seed, mask=None) -> D
 
     resid, z_k = over_colours(colour_ids, map_orders, one_colour, (resid, z_k), loop=True)
     z = list(state.z)
-    z[0] = tf.transpose(z_k, [1, 2, 3, 0])
+    z[0] = stored_states(tf.transpose(z_k, [1, 2, 3, 0]))
     return state._replace(z=tuple(z), resid=resid[:, : g.hx, : g.wx, :])
